@@ -1,0 +1,66 @@
+# shellcheck shell=bash
+# Shared constants of the real-ZFS harness: versions, package lists, paths, time
+# limits. Sourced by the host-side scripts; nothing here has side effects.
+#
+# The guest image is cached by a hash of the *values* that shape it (see
+# image_recipe in build-image.sh), so editing a constant that only concerns the
+# test run (csi-sanity version, timeouts) never forces a 10-minute image rebuild.
+
+# ZFS_VERSION selects the OpenZFS line inside the guest. 2.3 is what we develop
+# against (bookworm-backports); 2.1 is bookworm's own 2.1.11, our compatibility floor.
+: "${ZFS_VERSION:=2.3}"
+
+DEBIAN_SUITE=bookworm
+DEBIAN_MIRROR=http://deb.debian.org/debian
+DEBIAN_SECURITY_MIRROR=http://deb.debian.org/debian-security
+
+# Base packages of the guest. systemd/udev: a later issue boots the guest with
+# systemd and installs our .deb with apt, so apt/dpkg must keep working too.
+# linux-headers-amd64 is what DKMS compiles the ZFS module against.
+GUEST_PACKAGES=(
+	linux-image-amd64 linux-headers-amd64
+	systemd systemd-sysv udev kmod util-linux procps
+	e2fsprogs xfsprogs btrfs-progs
+)
+
+# The ZFS packages, installed in a second step so that the suite can be chosen
+# per version (backports needs "-t"; apt would otherwise keep bookworm's 2.1).
+ZFS_PACKAGES=(zfs-dkms zfsutils-linux)
+
+# zfs_apt_target prints the apt release that provides ZFS_VERSION.
+zfs_apt_target() {
+	case "$ZFS_VERSION" in
+	2.3) echo "${DEBIAN_SUITE}-backports" ;;
+	2.1) echo "$DEBIAN_SUITE" ;;
+	*)
+		echo "unsupported ZFS_VERSION=$ZFS_VERSION (use 2.3 or 2.1)" >&2
+		return 1
+		;;
+	esac
+}
+
+# Packages the host needs to build and boot the guest (Debian package names).
+HOST_PACKAGES=(qemu-system-x86 qemu-utils mmdebstrap e2fsprogs coreutils)
+
+# csi-sanity, built from the Go module proxy. One pin for the whole harness;
+# v5.6.0 is the newest v5 on the proxy, builds with Go 1.26, and matches the
+# csi-test version in go.mod (used by the in-process sanity unit tests).
+CSI_SANITY_MODULE=github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
+CSI_SANITY_VERSION=v5.6.0
+
+# Where cached images live: outside the repo, shared by every checkout.
+E2E_CACHE="${ZFS_CSI_E2E_CACHE:-$HOME/.cache/zfs-csi-e2e}"
+
+# Guest machine shape. TCG only: /dev/kvm exists on these hosts but hangs a guest.
+GUEST_CPUS=2
+GUEST_MEMORY=4G
+GUEST_POOL_SIZE=8G      # sparse file behind the second virtio disk (pool "tank")
+GUEST_ROOT_FREE_MB=2048 # free space left on the root disk for later installs
+
+# Overall deadline of one guest run in seconds (boot + suites + poweroff).
+: "${E2E_TIMEOUT:=1800}"
+
+# The bootstrap init baked into the image; it mounts the 9p share and execs
+# guest/init.sh from it, so the real init can change without an image rebuild.
+GUEST_BOOTSTRAP_INIT=/usr/local/sbin/zfs-csi-e2e-init
+GUEST_SHARE_MOUNT=/share

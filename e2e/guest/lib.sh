@@ -1,0 +1,81 @@
+# shellcheck shell=bash
+# Helpers shared by the guest scripts: messages, timed steps, the result summary,
+# and the driver process. Sourced by init.sh; expects RESULTS and SHARE.
+
+say() { echo "=== $*"; }
+fail() { echo "!!! $*"; }
+
+# step NAME CMD... runs one check, times it and records PASS/FAIL in the summary
+# the host prints at the end. It returns the command's status.
+step() {
+	local name="$1" start=$SECONDS rc
+	shift
+	say "step $name: begin"
+	"$@"
+	rc=$?
+	local verdict=PASS
+	[[ $rc -eq 0 ]] || verdict=FAIL
+	printf '%-4s %-28s %4ss  %s\n' "$verdict" "$name" "$((SECONDS - start))" "${STEP_NOTE:-}" >>"$RESULTS/summary.txt"
+	STEP_NOTE=
+	say "step $name: $verdict (exit $rc) in $((SECONDS - start)) s"
+	return "$rc"
+}
+
+# wait_for DEADLINE_SECONDS DESCRIPTION CMD... polls CMD every 0.2 s until it
+# succeeds or the deadline passes. Status 2 from CMD means "will never succeed".
+wait_for() {
+	local seconds="$1" what="$2" rc
+	local deadline=$((SECONDS + seconds))
+	shift 2
+	while true; do
+		"$@"
+		rc=$?
+		((rc == 0)) && return 0
+		((rc == 2)) && return 1
+		if ((SECONDS >= deadline)); then
+			fail "timed out after $seconds s waiting for $what"
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+DRIVER_SOCKET=/run/zfs-csi/csi.sock
+DRIVER_LOG="$RESULTS/driver.log"
+DRIVER_PID=
+
+# start_driver runs the driver binary from the share as a real process with its
+# log in the share (the host prints it when a run fails).
+start_driver() {
+	local parent="$1"
+	zfs list -H -o name "$parent" >/dev/null 2>&1 || zfs create "$parent" || return 1
+	mkdir -p "$(dirname "$DRIVER_SOCKET")"
+	rm -f "$DRIVER_SOCKET"
+	"$SHARE/zfs-csi" --endpoint "unix://$DRIVER_SOCKET" --node-id e2e-node \
+		--parent-dataset "$parent" --log-level debug >>"$DRIVER_LOG" 2>&1 &
+	DRIVER_PID=$!
+	wait_for 30 "the driver socket $DRIVER_SOCKET" driver_ready || {
+		fail "driver did not come up; last log lines:"
+		tail -n 20 "$DRIVER_LOG"
+		return 1
+	}
+	say "driver running (pid $DRIVER_PID) on $DRIVER_SOCKET"
+}
+
+driver_ready() {
+	kill -0 "$DRIVER_PID" 2>/dev/null || {
+		fail "driver exited"
+		return 2
+	}
+	[[ -S $DRIVER_SOCKET ]]
+}
+
+stop_driver() {
+	[[ -n $DRIVER_PID ]] || return 0
+	kill -TERM "$DRIVER_PID" 2>/dev/null
+	local deadline=$((SECONDS + 10))
+	while kill -0 "$DRIVER_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+	kill -KILL "$DRIVER_PID" 2>/dev/null
+	wait "$DRIVER_PID" 2>/dev/null
+	DRIVER_PID=
+}

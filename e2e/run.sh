@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# run.sh — the host side of the real-ZFS harness.
+#
+#   e2e/run.sh e2e    build the artifacts, boot the guest, run the suites (make e2e)
+#   e2e/run.sh demo   boot the guest and walk through a short tour (make demo)
+#   e2e/run.sh image  only build (or find) the cached guest image (make e2e-image)
+#
+# Environment: ZFS_VERSION (2.3|2.1), E2E_TIMEOUT (seconds for the whole guest
+# run), ZFS_CSI_E2E_CACHE (image cache), E2E_SMOKE_ONLY=1 (skip the driver suites),
+# E2E_KERNEL_ARGS (extra kernel command line, e.g. "" to drop "quiet").
+#
+# The guest gets everything through one 9p share (out/e2e/share): the binaries,
+# the guest scripts, and a results/ folder it writes back. Nothing that changes
+# per run is baked into the image, so only a recipe change rebuilds it.
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(dirname "$E2E_DIR")"
+# shellcheck source=config.sh
+source "$E2E_DIR/config.sh"
+
+OUT="$REPO/out"
+E2E_OUT="$OUT/e2e"
+SHARE="$E2E_OUT/share"
+RESULTS="$SHARE/results"
+CONSOLE_LOG="$E2E_OUT/console.log"
+TOOLS="$OUT/tools"
+: "${E2E_KERNEL_ARGS=quiet}"
+
+log() { echo "[e2e] $*"; }
+die() {
+	echo "[e2e] ERROR: $*" >&2
+	exit 1
+}
+loud() {
+	echo "[e2e] ****************************************************************"
+	echo "[e2e] **** $*"
+	echo "[e2e] ****************************************************************"
+}
+
+# build_driver builds the static driver into out/zfs-csi, or returns 1 when the
+# driver does not exist yet (then only the smoke suite runs).
+build_driver() {
+	if [[ ${E2E_SMOKE_ONLY:-} == 1 ]]; then
+		loud "E2E_SMOKE_ONLY=1: not building the driver, only the smoke suite runs"
+		return 1
+	fi
+	if [[ ! -f $REPO/main.go ]]; then
+		loud "no main.go yet: the driver does not exist, only the smoke suite runs"
+		return 1
+	fi
+	make -C "$REPO" --no-print-directory build || die "the driver does not build (make build)"
+}
+
+# build_e2e_tests compiles the e2e Go test package if it exists.
+build_e2e_tests() {
+	if ! compgen -G "$REPO/e2e/tests/*.go" >/dev/null; then
+		loud "package e2e/tests does not exist yet: skipping the e2e Go tests"
+		return 1
+	fi
+	(cd "$REPO" && CGO_ENABLED=0 go test -c -tags e2e -o "$OUT/e2e.test" ./e2e/tests) ||
+		die "the e2e tests do not compile (go test -c -tags e2e ./e2e/tests)"
+}
+
+# csi_sanity prints the path of the pinned csi-sanity, building it once per version.
+csi_sanity() {
+	local bin="$TOOLS/csi-sanity-$CSI_SANITY_VERSION"
+	if [[ ! -x $bin ]]; then
+		log "building csi-sanity $CSI_SANITY_VERSION from the Go module proxy" >&2
+		local gobin="$TOOLS/.gobin-$$"
+		# Outside the repo's module so its go.mod is neither read nor touched.
+		(cd / && GOBIN="$gobin" CGO_ENABLED=0 go install "$CSI_SANITY_MODULE@$CSI_SANITY_VERSION") >&2 ||
+			die "cannot build csi-sanity $CSI_SANITY_VERSION"
+		mv "$gobin/csi-sanity" "$bin"
+		rm -rf "$gobin"
+	fi
+	echo "$bin"
+}
+
+build_democlient() {
+	(cd "$REPO" && CGO_ENABLED=0 go build -o "$OUT/democlient" ./e2e/democlient) ||
+		die "e2e/democlient does not build"
+}
+
+# prepare_share lays out the 9p share for one run: fresh results, current scripts.
+prepare_share() {
+	local mode="$1"
+	rm -rf "$SHARE"
+	mkdir -p "$SHARE/guest" "$RESULTS"
+	cp "$E2E_DIR"/guest/*.sh "$SHARE/guest/"
+	echo "$mode" >"$SHARE/mode"
+}
+
+# share_binary copies a host-built binary into the share under NAME.
+share_binary() { install -m 0755 "$1" "$SHARE/$2"; }
+
+# boot_guest boots the image under TCG and streams its console with a prefix.
+# The root disk is a throwaway qcow2 overlay, so the cached image never changes;
+# the pool disk is a fresh sparse file. Returns qemu's (or timeout's) status.
+boot_guest() {
+	local image="$1" work="$E2E_OUT/work"
+	mkdir -p "$work"
+	rm -f "$work/root.qcow2" "$work/pool.img"
+	qemu-img create -q -f qcow2 -b "$image/disk.img" -F raw "$work/root.qcow2"
+	truncate -s "$GUEST_POOL_SIZE" "$work/pool.img"
+
+	local -a qemu=(
+		qemu-system-x86_64 -accel tcg,thread=multi -cpu max
+		-smp "$GUEST_CPUS" -m "$GUEST_MEMORY"
+		-nodefaults -no-user-config -display none -no-reboot
+		-serial stdio -monitor none
+		-kernel "$image/vmlinuz" -initrd "$image/initrd.img"
+		-append "console=ttyS0 root=/dev/vda rw init=$GUEST_BOOTSTRAP_INIT panic=1 $E2E_KERNEL_ARGS"
+		-drive "file=$work/root.qcow2,format=qcow2,if=virtio,cache=unsafe"
+		-drive "file=$work/pool.img,format=raw,if=virtio,cache=unsafe"
+		-virtfs "local,path=$SHARE,mount_tag=share,security_model=none"
+		-device virtio-rng-pci
+	)
+	log "booting the ZFS $ZFS_VERSION guest (TCG, deadline ${E2E_TIMEOUT} s)"
+	set +e
+	# sed -u strips the serial console's CRs and prefixes lines without buffering.
+	timeout -k 10 "$E2E_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 |
+		sed -u 's/\r//g' | tee "$CONSOLE_LOG" | sed -u 's/^/[guest] /'
+	local rc=${PIPESTATUS[0]}
+	set -e
+	return "$rc"
+}
+
+# verdict decides how the run went from qemu's status, the console and the
+# exit-code file, and prints the evidence of a failure.
+verdict() {
+	local qemu_rc="$1" why=""
+	if [[ $qemu_rc -eq 124 || $qemu_rc -eq 137 ]]; then
+		why="guest hung: no power-off within E2E_TIMEOUT=$E2E_TIMEOUT s"
+	elif grep -q 'Kernel panic' "$CONSOLE_LOG"; then
+		why="guest kernel panic: $(grep -m1 'Kernel panic' "$CONSOLE_LOG")"
+	elif grep -q 'ZFS-MODULE-MISSING' "$CONSOLE_LOG"; then
+		why="the guest could not load the ZFS module (image broken? rebuild with: rm -rf $(dirname "$IMAGE_DIR")/zfs-$ZFS_VERSION-*)"
+	elif grep -q 'E2E-BOOTSTRAP-FAILED' "$CONSOLE_LOG"; then
+		why="the guest could not mount the 9p share"
+	elif [[ $qemu_rc -ne 0 ]]; then
+		why="qemu failed with status $qemu_rc"
+	elif [[ ! -f $RESULTS/exit-code ]]; then
+		why="the guest powered off without writing an exit code"
+	elif [[ $(cat "$RESULTS/exit-code") != 0 ]]; then
+		why="the guest reported exit code $(cat "$RESULTS/exit-code") (failed steps, or a setup error above)"
+	fi
+
+	if [[ -f $RESULTS/summary.txt ]]; then
+		log "summary (ZFS $ZFS_VERSION):"
+		sed 's/^/[e2e]   /' "$RESULTS/summary.txt"
+		echo "e2e: $(grep -c '^PASS' "$RESULTS/summary.txt") passed, $(grep -c '^FAIL' "$RESULTS/summary.txt") failed"
+	fi
+	[[ -z $why ]] && return 0
+
+	log "last 50 guest console lines:"
+	tail -n 50 "$CONSOLE_LOG" | sed 's/^/[guest-tail] /'
+	if [[ -s $RESULTS/driver.log ]]; then
+		log "driver log ($RESULTS/driver.log, last 200 lines):"
+		tail -n 200 "$RESULTS/driver.log" | sed 's/^/[driver] /'
+	fi
+	log "FAILED: $why"
+	log "full console: $CONSOLE_LOG; results: $RESULTS"
+	return 1
+}
+
+# run_guest MODE boots the guest in MODE and judges the outcome.
+run_guest() {
+	local mode="$1" start=$SECONDS qemu_rc=0
+	boot_guest "$IMAGE_DIR" || qemu_rc=$?
+	log "guest run took $((SECONDS - start)) s"
+	verdict "$qemu_rc"
+}
+
+main() {
+	local mode="${1:-e2e}" start=$SECONDS
+	zfs_apt_target >/dev/null # validates ZFS_VERSION before any slow work
+	"$E2E_DIR/host-deps.sh"
+	IMAGE_DIR="$("$E2E_DIR/build-image.sh")"
+	log "image: $IMAGE_DIR ($(tr '\n' ' ' <"$IMAGE_DIR/info"))"
+	[[ $mode == image ]] && return 0
+
+	prepare_share "$mode"
+	case "$mode" in
+	e2e)
+		if build_driver; then
+			share_binary "$OUT/zfs-csi" zfs-csi
+			share_binary "$(csi_sanity)" csi-sanity
+			if build_e2e_tests; then share_binary "$OUT/e2e.test" e2e.test; fi
+		fi
+		;;
+	demo)
+		build_driver || die "the demo needs the driver (main.go)"
+		build_democlient
+		share_binary "$OUT/zfs-csi" zfs-csi
+		share_binary "$OUT/democlient" democlient
+		;;
+	*) die "unknown mode '$mode' (e2e, demo or image)" ;;
+	esac
+	log "artifacts ready after $((SECONDS - start)) s"
+	local rc=0
+	run_guest "$mode" || rc=$?
+	log "total $((SECONDS - start)) s"
+	return "$rc"
+}
+
+main "$@"
