@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// Volume sizes.
+const (
+	// DefaultVolumeSize is what a volume gets when the request names no size.
+	DefaultVolumeSize uint64 = 1 << 30
+	// MinVolumeSize is the least a volume gets: smaller requests are rounded up.
+	MinVolumeSize uint64 = 1 << 20
+	// defaultVolBlockSize is OpenZFS ≥ 2.2's default (2.1's 8 KiB divides it):
+	// zvol sizes are rounded up to it unless a volblocksize is given.
+	defaultVolBlockSize uint64 = 16 << 10
+)
+
+// volumeSize picks a size within a capacity range: the required bytes (or
+// fallback when none are required), at least minimum and MinVolumeSize,
+// rounded up to granularity. OUT_OF_RANGE when that exceeds the limit.
+func volumeSize(capacityRange *csi.CapacityRange, granularity, fallback, minimum uint64) (uint64, error) {
+	required, limit := uint64(capacityRange.GetRequiredBytes()), uint64(capacityRange.GetLimitBytes())
+	if capacityRange.GetRequiredBytes() < 0 || capacityRange.GetLimitBytes() < 0 {
+		return 0, invalid("capacity_range bytes must not be negative")
+	}
+	size := required
+	if size == 0 {
+		size = fallback
+		if limit > 0 {
+			size = min(size, limit)
+		}
+	}
+	size = max(size, minimum, MinVolumeSize)
+	size = (size + granularity - 1) / granularity * granularity
+	if limit > 0 && size > limit {
+		return 0, status.Errorf(codes.OutOfRange, "capacity_range [%d, %d] cannot be met: the volume needs %d bytes (at least %d, in multiples of %d)",
+			required, limit, size, max(minimum, MinVolumeSize), granularity)
+	}
+	return size, nil
+}
+
+// GetCapacity implements csi.ControllerServer: the space available under the
+// parent dataset the parameters select (one zfs list), or 0 for topologies
+// and capabilities this node cannot serve.
+func (s *Server) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	zvol := false
+	for _, capability := range req.GetVolumeCapabilities() {
+		if driver.CapabilityProblem(capability) != "" {
+			return &csi.GetCapacityResponse{}, nil
+		}
+		zvol = zvol || capability.GetBlock() != nil || !driver.IsDatasetFSType(capability.GetMount().GetFsType())
+	}
+	if segments := req.GetAccessibleTopology().GetSegments(); len(segments) > 0 && segments[s.cfg.TopologyKey()] != s.cfg.NodeID {
+		return &csi.GetCapacityResponse{}, nil
+	}
+	params, err := parseCreateParams(s.cfg, s.props, req.GetParameters(), nil, zvol)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := zfs.Get(ctx, s.zfs, params.parent, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &csi.GetCapacityResponse{
+		AvailableCapacity: int64(parent.Available),
+		MaximumVolumeSize: wrapperspb.Int64(int64(parent.Available)),
+		MinimumVolumeSize: wrapperspb.Int64(int64(MinVolumeSize)),
+	}, nil
+}
+
+// ValidateVolumeCapabilities implements csi.ControllerServer: capabilities are
+// confirmed when this volume's kind serves them all.
+func (s *Server) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, invalid("volume_id is required")
+	case len(req.GetVolumeCapabilities()) == 0:
+		return nil, invalid("volume_capabilities are required")
+	}
+	row, err := s.getVolume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	for _, capability := range req.GetVolumeCapabilities() {
+		if problem := s.capabilityMismatch(row, capability); problem != "" {
+			return &csi.ValidateVolumeCapabilitiesResponse{Message: problem}, nil
+		}
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext:      req.GetVolumeContext(),
+		VolumeCapabilities: req.GetVolumeCapabilities(),
+		Parameters:         req.GetParameters(),
+		MutableParameters:  req.GetMutableParameters(),
+	}}, nil
+}
+
+// capabilityMismatch explains why a volume cannot serve a capability, or is "".
+func (s *Server) capabilityMismatch(row zfs.Dataset, capability *csi.VolumeCapability) string {
+	if problem := driver.CapabilityProblem(capability); problem != "" {
+		return problem
+	}
+	zvol, fsType := row.Type == zfs.Volume, row.User[s.props.FSType]
+	switch requested := capability.GetMount().GetFsType(); {
+	case capability.GetBlock() != nil && !zvol:
+		return "block access needs a zvol; this volume is a dataset"
+	case capability.GetMount() != nil && zvol && (driver.IsDatasetFSType(requested) || requested != fsType):
+		return "this volume is " + describe(zvol, fsType) + ", not mountable as " + requested
+	case capability.GetMount() != nil && !zvol && !driver.IsDatasetFSType(requested):
+		return "this volume is a dataset, not mountable as " + requested
+	}
+	return ""
+}
+
+// ControllerGetVolume implements csi.ControllerServer.
+func (s *Server) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalid("volume_id is required")
+	}
+	row, err := s.getVolume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ControllerGetVolumeResponse{Volume: s.csiVolume(row), Status: &csi.ControllerGetVolumeResponse_VolumeStatus{}}, nil
+}

@@ -1,0 +1,156 @@
+// Package controller implements the CSI Controller service on ZFS: volumes
+// (datasets and zvols), snapshots, clones, capacity, expansion and property
+// changes. ZFS is its only state (DESIGN decision 1): every answer is read
+// from `zfs list`, and what the driver made carries user properties naming it.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// Server is the CSI Controller service.
+type Server struct {
+	csi.UnimplementedControllerServer
+	cfg      driver.Config
+	zfs      zfs.Interface
+	log      zerolog.Logger
+	props    driver.UserProps
+	namer    driver.Namer
+	inflight *driver.InFlight
+	reap     chan struct{}
+}
+
+// New builds the service; cfg must be valid (driver.Config.Validate).
+func New(cfg driver.Config, z zfs.Interface, log zerolog.Logger) (*Server, error) {
+	namer, err := driver.NewNamer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), namer: namer,
+		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1)}, nil
+}
+
+var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME,
+	csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
+	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+}
+
+// ControllerGetCapabilities implements csi.ControllerServer. Publish and
+// unpublish are not offered: volumes are local to their node and need no attach.
+func (s *Server) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	capabilities := make([]*csi.ControllerServiceCapability, 0, len(controllerCapabilities))
+	for _, rpc := range controllerCapabilities {
+		capabilities = append(capabilities, &csi.ControllerServiceCapability{
+			Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: rpc}}})
+	}
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: capabilities}, nil
+}
+
+// errNotOurs marks IDs that parse but name something this driver does not own.
+var errNotOurs = errors.New("not a volume of this driver")
+
+// foreignNodeError is an ID issued by the driver on another node.
+type foreignNodeError struct{ nodeID, thisNode string }
+
+func (e *foreignNodeError) Error() string {
+	return fmt.Sprintf("it lives on node %q, this is node %q", e.nodeID, e.thisNode)
+}
+
+// volumeDataset resolves a volume ID to its dataset name. Malformed IDs, IDs
+// of other nodes and IDs pointing outside the allowed parents are refused
+// (DESIGN decision 2) with an error naming why.
+func (s *Server) volumeDataset(volumeID string) (string, error) {
+	nodeID, dataset, err := driver.ParseVolumeID(volumeID)
+	if err != nil {
+		return "", err
+	}
+	if nodeID != s.cfg.NodeID {
+		return "", &foreignNodeError{nodeID: nodeID, thisNode: s.cfg.NodeID}
+	}
+	if !s.cfg.OwnedDataset(dataset) {
+		return "", errNotOurs
+	}
+	return dataset, nil
+}
+
+func volumeNotFound(volumeID string, reason error) error {
+	return status.Errorf(codes.NotFound, "volume %q does not exist: %v", volumeID, reason)
+}
+
+// isVolume reports whether a row is a live volume this driver made.
+func (s *Server) isVolume(row zfs.Dataset) bool {
+	return row.Type != zfs.Snapshot && s.cfg.OwnedDataset(row.Name) &&
+		row.User[s.props.Managed] == "true" && row.User[s.props.Deleted] == ""
+}
+
+// getVolume reads a live volume and its own properties, or NOT_FOUND.
+func (s *Server) getVolume(ctx context.Context, volumeID string) (zfs.Dataset, error) {
+	dataset, err := s.volumeDataset(volumeID)
+	if err != nil {
+		return zfs.Dataset{}, volumeNotFound(volumeID, err)
+	}
+	row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All())
+	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.isVolume(row)) {
+		return zfs.Dataset{}, volumeNotFound(volumeID, zfs.ErrNotFound)
+	}
+	return row, err
+}
+
+// capacity is a volume's size: refquota for datasets, volsize for zvols.
+func capacity(row zfs.Dataset) uint64 {
+	if row.Type == zfs.Volume {
+		return row.VolSize
+	}
+	return row.RefQuota
+}
+
+// csiVolume renders a volume row for the CO.
+func (s *Server) csiVolume(row zfs.Dataset) *csi.Volume {
+	volumeContext := map[string]string{driver.ContextKind: driver.KindDataset, driver.ContextFSType: "zfs"}
+	if row.Type == zfs.Volume {
+		volumeContext = map[string]string{driver.ContextKind: driver.KindZvol, driver.ContextFSType: row.User[s.props.FSType]}
+	}
+	volume := &csi.Volume{
+		VolumeId:           driver.VolumeID(s.cfg.NodeID, row.Name),
+		CapacityBytes:      int64(capacity(row)),
+		VolumeContext:      volumeContext,
+		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
+	}
+	if source := row.User[s.props.Source]; source != "" {
+		volume.ContentSource = contentSource(source)
+	}
+	return volume
+}
+
+// contentSource turns a stored source ID back into the CSI message: snapshot
+// IDs are the ones with an '@'.
+func contentSource(id string) *csi.VolumeContentSource {
+	if _, _, _, err := driver.ParseSnapshotID(id); err == nil {
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: id}}}
+	}
+	return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: id}}}
+}
+
+func bytesString(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -1,0 +1,320 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// volumePlan is a validated CreateVolume request.
+type volumePlan struct {
+	name     string
+	zvol     bool
+	fsType   string // zvols only: ext4, xfs, btrfs, or "" for raw block
+	capacity *csi.CapacityRange
+	params   createParams
+	sourceID string // content source (snapshot or volume ID), "" for none
+	fromSnap bool
+}
+
+// source is a resolved content source.
+type source struct {
+	snapshot string // the snapshot to clone or send; for a volume source, made on the fly
+	volume   string // the source volume's dataset, when the source is a volume
+	zvol     bool
+	size     uint64 // the source's capacity: the least the new volume can have
+}
+
+// CreateVolume implements csi.ControllerServer. On the happy path it runs one
+// zfs command: create first, inspect only when ZFS says the dataset exists.
+func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	plan, err := s.planVolume(req)
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.inflight.Acquire(s.createLocks(plan)...)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	var src *source
+	if plan.sourceID != "" {
+		if src, err = s.resolveSource(ctx, plan); err != nil {
+			return nil, err
+		}
+	}
+	size, err := plannedSize(plan, src)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.cfg.ParentDatasets) > 1 {
+		if existing, err := s.findInOtherParents(ctx, plan); err != nil || existing != nil {
+			return s.existingVolume(plan, existing, err)
+		}
+	}
+	for generation, attempts := 1, 0; attempts < driver.MaxGenerations; attempts++ {
+		dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, generation)
+		row, err := s.makeVolume(ctx, plan, src, dataset, size)
+		if err == nil {
+			return &csi.CreateVolumeResponse{Volume: s.csiVolume(row)}, nil
+		}
+		if !errors.Is(err, zfs.ErrExists) {
+			return nil, err
+		}
+		existing, free, err := s.findByName(ctx, plan)
+		if err != nil || existing != nil {
+			return s.existingVolume(plan, existing, err)
+		}
+		if free == 0 {
+			break
+		}
+		generation = free
+	}
+	return nil, status.Errorf(codes.ResourceExhausted,
+		"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", plan.name, driver.MaxGenerations)
+}
+
+// planVolume validates a request without touching ZFS.
+func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
+	plan := volumePlan{name: req.GetName(), capacity: req.GetCapacityRange()}
+	if plan.name == "" {
+		return plan, invalid("name is required")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return plan, invalid("volume_capabilities are required")
+	}
+	var err error
+	if plan.zvol, plan.fsType, err = volumeKind(req.GetVolumeCapabilities()); err != nil {
+		return plan, err
+	}
+	if err := s.checkTopology(req.GetAccessibilityRequirements()); err != nil {
+		return plan, err
+	}
+	if plan.params, err = parseCreateParams(s.cfg, s.props, req.GetParameters(), req.GetMutableParameters(), plan.zvol); err != nil {
+		return plan, err
+	}
+	if plan.capacity.GetRequiredBytes() < 0 || plan.capacity.GetLimitBytes() < 0 {
+		return plan, invalid("capacity_range bytes must not be negative")
+	}
+	switch source := req.GetVolumeContentSource(); {
+	case source.GetSnapshot() != nil:
+		plan.sourceID, plan.fromSnap = source.GetSnapshot().GetSnapshotId(), true
+	case source.GetVolume() != nil:
+		plan.sourceID = source.GetVolume().GetVolumeId()
+	case source != nil:
+		return plan, invalid("volume_content_source has no snapshot or volume")
+	}
+	if source := req.GetVolumeContentSource(); source != nil && plan.sourceID == "" {
+		return plan, invalid("volume_content_source needs an ID")
+	}
+	if plan.sourceID != "" && plan.params.volBlockSize != 0 {
+		return plan, invalid("%s cannot be given for a volume made from a snapshot or volume: it keeps its source's", ParamVolBlockSize)
+	}
+	return plan, nil
+}
+
+// volumeKind decides dataset or zvol from the capabilities (DESIGN decision 4):
+// block access or a mount with ext4/xfs/btrfs makes a zvol, a mount with
+// fsType "" or "zfs" a dataset. Capabilities that disagree are refused.
+func volumeKind(capabilities []*csi.VolumeCapability) (zvol bool, fsType string, err error) {
+	block, dataset := false, false
+	for _, capability := range capabilities {
+		if problem := driver.CapabilityProblem(capability); problem != "" {
+			return false, "", invalid("%s", problem)
+		}
+		if capability.GetBlock() != nil {
+			block = true
+			continue
+		}
+		requested := capability.GetMount().GetFsType()
+		switch {
+		case driver.IsDatasetFSType(requested):
+			dataset = true
+		case fsType != "" && fsType != requested:
+			return false, "", invalid("capabilities ask for two filesystem types, %s and %s", fsType, requested)
+		default:
+			fsType = requested
+		}
+	}
+	if dataset && (block || fsType != "") {
+		return false, "", invalid("capabilities ask for a ZFS dataset and for a zvol at once")
+	}
+	return !dataset, fsType, nil
+}
+
+// checkTopology refuses requests whose requisite topology excludes this node:
+// the volume can only ever be reached here.
+func (s *Server) checkTopology(requirement *csi.TopologyRequirement) error {
+	requisite := requirement.GetRequisite()
+	if len(requisite) == 0 {
+		return nil
+	}
+	for _, topology := range requisite {
+		if topology.GetSegments()[s.cfg.TopologyKey()] == s.cfg.NodeID {
+			return nil
+		}
+	}
+	return status.Errorf(codes.ResourceExhausted, "the requisite topology does not include this node (%s=%s)",
+		s.cfg.TopologyKey(), s.cfg.NodeID)
+}
+
+// resolveSource finds a content source this driver owns, or NOT_FOUND. It
+// costs one zfs list.
+func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, error) {
+	if !plan.fromSnap {
+		row, err := s.getVolume(ctx, plan.sourceID)
+		if err != nil {
+			return nil, err
+		}
+		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, size: capacity(row)}
+		return src, checkSourceKind(plan, src)
+	}
+	snapshot, dataset, err := s.snapshotName(plan.sourceID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{dataset, snapshot},
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
+	if err != nil {
+		return nil, err
+	}
+	src := &source{snapshot: snapshot}
+	found := false
+	for _, row := range rows {
+		if row.Name == snapshot && s.isSnapshot(row) {
+			found = true
+			src.zvol, src.size = row.VolSize > 0, row.VolSize
+			if !src.zvol {
+				src.size = row.Referenced
+			}
+		}
+	}
+	for _, row := range rows {
+		if row.Name == dataset && found && !src.zvol {
+			src.size = max(src.size, capacity(row))
+		}
+	}
+	if !found {
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", plan.sourceID)
+	}
+	return src, checkSourceKind(plan, src)
+}
+
+func checkSourceKind(plan volumePlan, src *source) error {
+	if plan.zvol != src.zvol {
+		return invalid("the content source is %s, the request asks for %s", describe(src.zvol, "?"), describe(plan.zvol, plan.fsType))
+	}
+	return nil
+}
+
+// plannedSize is the size a new volume gets: what was asked for (or the
+// source's size, or the default), never less than the source.
+func plannedSize(plan volumePlan, src *source) (uint64, error) {
+	granularity, fallback := uint64(1), DefaultVolumeSize
+	if plan.zvol {
+		granularity = max(plan.params.volBlockSize, defaultVolBlockSize)
+	}
+	minimum := uint64(0)
+	if src != nil {
+		fallback, minimum = src.size, src.size
+	}
+	return volumeSize(plan.capacity, granularity, fallback, minimum)
+}
+
+// existingVolume answers a request whose volume already exists: the same
+// volume when the request is compatible with it, ALREADY_EXISTS otherwise.
+func (s *Server) existingVolume(plan volumePlan, row *zfs.Dataset, err error) (*csi.CreateVolumeResponse, error) {
+	if err != nil {
+		return nil, err
+	}
+	if problem := s.incompatibility(plan, *row); problem != "" {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %q exists (%s) but %s", plan.name, row.Name, problem)
+	}
+	return &csi.CreateVolumeResponse{Volume: s.csiVolume(*row)}, nil
+}
+
+func (s *Server) incompatibility(plan volumePlan, row zfs.Dataset) string {
+	size := capacity(row)
+	switch {
+	case (row.Type == zfs.Volume) != plan.zvol || row.User[s.props.FSType] != plan.fsType:
+		return fmt.Sprintf("it is %s, the request asks for %s",
+			describe(row.Type == zfs.Volume, row.User[s.props.FSType]), describe(plan.zvol, plan.fsType))
+	case size < uint64(plan.capacity.GetRequiredBytes()):
+		return fmt.Sprintf("its %d bytes are less than the %d required", size, plan.capacity.GetRequiredBytes())
+	case plan.capacity.GetLimitBytes() > 0 && size > uint64(plan.capacity.GetLimitBytes()):
+		return fmt.Sprintf("its %d bytes exceed the limit of %d", size, plan.capacity.GetLimitBytes())
+	case row.User[s.props.Source] != plan.sourceID:
+		return fmt.Sprintf("its content source is %q, the request's %q", row.User[s.props.Source], plan.sourceID)
+	case row.User[s.props.ParamsHash] != plan.params.hash:
+		return "it was created with other parameters"
+	}
+	return ""
+}
+
+// findByName looks for the live volume of plan.name among every generation of
+// its dataset name in one zfs list. It returns that volume, or the first
+// generation whose name is free (0 when none is).
+func (s *Server) findByName(ctx context.Context, plan volumePlan) (*zfs.Dataset, int, error) {
+	candidates := make([]string, 0, driver.MaxGenerations)
+	for generation := 1; generation <= driver.MaxGenerations; generation++ {
+		candidates = append(candidates, plan.params.parent+"/"+s.namer.VolumeComponent(plan.name, generation))
+	}
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: candidates, Types: []zfs.Type{zfs.Filesystem, zfs.Volume},
+		UserProps: s.props.All(), SkipMissing: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	taken := map[string]bool{}
+	for i := range rows {
+		row := rows[i]
+		taken[row.Name] = true
+		switch {
+		case row.User[s.props.Managed] != "true":
+			return nil, 0, status.Errorf(codes.AlreadyExists,
+				"dataset %s exists and is not managed by %s; it is left alone", row.Name, s.cfg.DriverName)
+		case row.User[s.props.Deleted] != "":
+			continue
+		case row.User[s.props.CSIName] != plan.name:
+			return nil, 0, status.Errorf(codes.AlreadyExists, "dataset %s already holds volume %q",
+				row.Name, row.User[s.props.CSIName])
+		default:
+			return &row, 0, nil
+		}
+	}
+	for generation, name := range candidates {
+		if !taken[name] {
+			return nil, generation + 1, nil
+		}
+	}
+	return nil, 0, nil
+}
+
+// findInOtherParents catches a name already used under another allowed
+// parent (one zfs list; only when several parents are configured).
+func (s *Server) findInOtherParents(ctx context.Context, plan volumePlan) (*zfs.Dataset, error) {
+	var candidates []string
+	for _, parent := range s.cfg.ParentDatasets {
+		if parent != plan.params.parent {
+			candidates = append(candidates, parent+"/"+s.namer.VolumeComponent(plan.name, 1))
+		}
+	}
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: candidates, UserProps: s.props.All(), SkipMissing: true})
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		if s.isVolume(rows[i]) && rows[i].User[s.props.CSIName] == plan.name {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists under another parent dataset, as %s",
+				plan.name, rows[i].Name)
+		}
+	}
+	return nil, nil
+}

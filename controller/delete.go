@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// DeleteVolume implements csi.ControllerServer (DESIGN decision 7). A volume
+// nothing depends on is destroyed with its leftover snapshots. A volume with
+// CSI snapshots, or with snapshots that have clones, is marked deleted and
+// read-only instead: hidden from listings, destroyed by the reaper once its
+// last dependent is gone. Two zfs commands either way.
+func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, invalid("volume_id is required")
+	}
+	dataset, err := s.volumeDataset(req.GetVolumeId())
+	var foreign *foreignNodeError
+	if errors.As(err, &foreign) {
+		// Answering OK would make the CO forget a volume that still exists
+		// on its node; the CO must ask that node.
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %v", req.GetVolumeId(), err)
+	}
+	if err != nil {
+		return &csi.DeleteVolumeResponse{}, nil // not an ID of ours: nothing of ours to delete
+	}
+	release, err := s.inflight.Acquire(datasetLock(dataset))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{dataset}, Depth: 1,
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All()})
+	if errors.Is(err, zfs.ErrNotFound) {
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.isVolume(rows[0]) {
+		// Already marked deleted, or not ours: either way nothing to do here.
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if !s.held(rows[1:]) {
+		err = s.zfs.Destroy(ctx, dataset, zfs.DestroyOptions{Recursive: true})
+		if err == nil || errors.Is(err, zfs.ErrNotFound) {
+			s.kickReaper()
+			return &csi.DeleteVolumeResponse{}, nil
+		}
+		if !errors.Is(err, zfs.ErrHasDependents) {
+			return nil, err
+		}
+		// A clone appeared since the listing: fall back to marking.
+	}
+	if err := s.zfs.Set(ctx, dataset, map[string]string{s.props.Deleted: "true", "readonly": "on"}); err != nil {
+		return nil, err
+	}
+	s.log.Info().Str("dataset", dataset).Msg("volume marked deleted; it goes when its snapshots and clones do")
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// held reports whether any of a volume's snapshots must outlive it: a CSI
+// snapshot the CO still knows, or any snapshot with clones.
+func (s *Server) held(snapshots []zfs.Dataset) bool {
+	for _, snapshot := range snapshots {
+		if snapshot.Type == zfs.Snapshot && (s.isSnapshot(snapshot) || len(snapshot.Clones) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// kickReaper asks the reaper for a pass soon, without waiting for it.
+func (s *Server) kickReaper() {
+	select {
+	case s.reap <- struct{}{}:
+	default:
+	}
+}
+
+// RunReaper destroys volumes marked deleted once nothing depends on them, and
+// internal snapshots left without clones. It runs once at once, then every
+// interval and whenever a deletion may have freed something, until ctx ends.
+func (s *Server) RunReaper(ctx context.Context, interval time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn().Err(err).Msg("reaper pass failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-s.reap:
+		}
+	}
+}
+
+// Reap makes one pass: one zfs list of everything under the parents, then one
+// destroy per volume or snapshot that is due. It reports how many it destroyed.
+func (s *Server) Reap(ctx context.Context) error {
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2,
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
+	if err != nil {
+		return err
+	}
+	snapshotsOf := map[string][]zfs.Dataset{}
+	for _, row := range rows {
+		if dataset, _, found := strings.Cut(row.Name, "@"); found {
+			snapshotsOf[dataset] = append(snapshotsOf[dataset], row)
+		}
+	}
+	var failed error
+	for _, row := range rows {
+		var victim string
+		var options zfs.DestroyOptions
+		switch {
+		case s.isDeleted(row) && !s.held(snapshotsOf[row.Name]):
+			victim, options = row.Name, zfs.DestroyOptions{Recursive: true}
+		case row.Type == zfs.Snapshot && row.User[s.props.Internal] == "true" && len(row.Clones) == 0:
+			victim, options = row.Name, zfs.DestroyOptions{Defer: true}
+		default:
+			continue
+		}
+		if err := s.reapOne(ctx, victim, options); err != nil {
+			failed = err
+		}
+	}
+	return failed
+}
+
+func (s *Server) reapOne(ctx context.Context, name string, options zfs.DestroyOptions) error {
+	dataset, _, _ := strings.Cut(name, "@")
+	release, err := s.inflight.Acquire(datasetLock(dataset))
+	if err != nil {
+		return nil // busy: the next pass will see it again
+	}
+	defer release()
+	if err := s.zfs.Destroy(ctx, name, options); err != nil && !errors.Is(err, zfs.ErrNotFound) {
+		return err
+	}
+	s.log.Info().Str("dataset", name).Msg("reaped")
+	return nil
+}
+
+// isDeleted reports whether a row is a volume of ours marked deleted.
+func (s *Server) isDeleted(row zfs.Dataset) bool {
+	return row.Type != zfs.Snapshot && s.cfg.OwnedDataset(row.Name) &&
+		row.User[s.props.Managed] == "true" && row.User[s.props.Deleted] == "true"
+}

@@ -1,0 +1,151 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// internalSnapshotPrefix names the snapshots made to clone a volume from a
+// volume. They carry the Internal user property, are never listed as CSI
+// snapshots, and are marked for deferred destroy as soon as their clone
+// exists, so ZFS removes them together with it.
+const internalSnapshotPrefix = "csi-clone-"
+
+// createLocks are the in-flight keys of a CreateVolume: its name, and its
+// source volume, so that the reaper and a deletion keep off the source while
+// an internal snapshot of it is being cloned.
+func (s *Server) createLocks(plan volumePlan) []string {
+	keys := []string{"volume-name/" + plan.name}
+	if plan.sourceID != "" && !plan.fromSnap {
+		if dataset, err := s.volumeDataset(plan.sourceID); err == nil {
+			keys = append(keys, datasetLock(dataset))
+		}
+	}
+	return keys
+}
+
+func datasetLock(dataset string) string { return "dataset/" + dataset }
+
+// makeVolume creates the dataset or zvol in as few zfs commands as it can:
+// one `zfs create` with every property for a new volume, one `zfs clone` for
+// a volume from a snapshot. It returns the row the volume now has.
+func (s *Server) makeVolume(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64) (zfs.Dataset, error) {
+	properties := s.volumeProperties(plan, size, src != nil)
+	row := zfs.Dataset{Name: dataset, Type: zfs.Filesystem, RefQuota: size, User: map[string]string{}}
+	if plan.zvol {
+		row = zfs.Dataset{Name: dataset, Type: zfs.Volume, VolSize: size, User: map[string]string{}}
+	}
+	for key, value := range properties {
+		if s.props.Owns(key) {
+			row.User[key] = value
+		}
+	}
+	if src != nil {
+		return row, s.makeFromSource(ctx, plan, src, dataset, size, properties)
+	}
+	options := zfs.CreateOptions{Properties: properties}
+	if plan.zvol {
+		options.VolSize, options.Sparse = size, plan.params.thin
+	}
+	return row, s.zfs.Create(ctx, dataset, options)
+}
+
+// volumeProperties are every property a new volume gets, driver-owned ones
+// included, so that they are set by the command that creates it.
+func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool) map[string]string {
+	properties := make(map[string]string, len(plan.params.properties)+8)
+	for key, value := range plan.params.properties {
+		properties[key] = value
+	}
+	for key, value := range plan.params.metadata {
+		properties[key] = value
+	}
+	properties[s.props.Managed] = "true"
+	properties[s.props.CSIName] = plan.name
+	properties[s.props.ParamsHash] = plan.params.hash
+	if plan.fsType != "" {
+		properties[s.props.FSType] = plan.fsType
+	}
+	if plan.sourceID != "" {
+		properties[s.props.Source] = plan.sourceID
+	}
+	if !plan.zvol {
+		properties["mountpoint"] = "legacy"
+		properties["refquota"] = bytesString(size)
+		if !plan.params.thin {
+			properties["refreservation"] = bytesString(size)
+		}
+	} else if plan.params.volBlockSize != 0 && !fromSource {
+		properties["volblocksize"] = bytesString(plan.params.volBlockSize)
+	}
+	return properties
+}
+
+// makeFromSource clones (or, in copy mode, sends and receives) the source
+// into dataset, then grows a zvol and gives it its reservation where needed.
+// A volume source is first snapshotted under an internal name.
+func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64, properties map[string]string) error {
+	snapshot := src.snapshot
+	if src.volume != "" {
+		snapshot = src.volume + "@" + internalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
+		err := s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.Internal: "true"})
+		if err != nil && !errors.Is(err, zfs.ErrExists) {
+			return err
+		}
+		// Deferred: destroyed now if nothing was cloned from it, else with its clone.
+		defer s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true})
+	}
+	var err error
+	if plan.params.copySource {
+		err = s.zfs.Copy(ctx, snapshot, dataset, properties)
+		if err == nil {
+			err = s.zfs.Destroy(ctx, dataset+"@"+snapshot[strings.IndexByte(snapshot, '@')+1:], zfs.DestroyOptions{})
+		}
+	} else {
+		err = s.zfs.Clone(ctx, snapshot, dataset, properties)
+	}
+	if err != nil {
+		return err
+	}
+	if !plan.zvol {
+		return nil
+	}
+	grow := map[string]string{}
+	if size > src.size {
+		grow["volsize"] = bytesString(size)
+	}
+	if !plan.params.thin {
+		// ZFS computes the reservation a full zvol of this size needs.
+		grow["refreservation"] = "auto"
+	}
+	if len(grow) == 0 {
+		return nil
+	}
+	if err := s.zfs.Set(ctx, dataset, grow); err != nil {
+		// Without its size or reservation the volume is not what was asked
+		// for, and a retry would find it incompatible: take it back.
+		s.destroyQuietly(context.WithoutCancel(ctx), dataset, zfs.DestroyOptions{Recursive: true})
+		return err
+	}
+	return nil
+}
+
+// destroyQuietly is for clean-up after another error: a failure is logged,
+// not returned, and the reaper or an operator sees what is left.
+func (s *Server) destroyQuietly(ctx context.Context, name string, options zfs.DestroyOptions) {
+	if err := s.zfs.Destroy(ctx, name, options); err != nil && !errors.Is(err, zfs.ErrNotFound) {
+		s.log.Warn().Err(err).Str("dataset", name).Msg("clean-up failed")
+	}
+}
+
+// isSnapshot reports whether a row is a live CSI snapshot this driver made.
+// The snapshot-name property is set on snapshots only, never on datasets, so
+// it cannot be inherited from the dataset.
+func (s *Server) isSnapshot(row zfs.Dataset) bool {
+	dataset, _, _ := strings.Cut(row.Name, "@")
+	return row.Type == zfs.Snapshot && !row.DeferDestroy && s.cfg.OwnedDataset(dataset) &&
+		row.User[s.props.SnapshotName] != "" && row.User[s.props.Internal] == ""
+}

@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// snapshotName resolves a snapshot ID to the ZFS snapshot and its dataset.
+func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err error) {
+	nodeID, dataset, snapshot, err := driver.ParseSnapshotID(snapshotID)
+	switch {
+	case err != nil:
+		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist: %v", snapshotID, err)
+	case nodeID != s.cfg.NodeID:
+		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", snapshotID,
+			&foreignNodeError{nodeID: nodeID, thisNode: s.cfg.NodeID})
+	case !s.cfg.OwnedDataset(dataset):
+		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist: %v", snapshotID, errNotOurs)
+	}
+	return snapshot, dataset, nil
+}
+
+// CreateSnapshot implements csi.ControllerServer: one zfs list (the source's
+// ownership, and CSI snapshot names being unique across volumes) and one zfs
+// snapshot.
+func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	switch {
+	case req.GetName() == "":
+		return nil, invalid("name is required")
+	case req.GetSourceVolumeId() == "":
+		return nil, invalid("source_volume_id is required")
+	}
+	for key := range req.GetParameters() {
+		if !strings.HasPrefix(key, kubernetesPrefix) {
+			return nil, invalid("unknown snapshot parameter %q: snapshots take none", key)
+		}
+	}
+	dataset, err := s.volumeDataset(req.GetSourceVolumeId())
+	if err != nil {
+		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
+	}
+	release, err := s.inflight.Acquire("snapshot-name/"+req.GetName(), datasetLock(dataset))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2,
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
+	if err != nil {
+		return nil, err
+	}
+	var source *zfs.Dataset
+	for i, row := range rows {
+		if row.Name == dataset && s.isVolume(row) {
+			source = &rows[i]
+		}
+		if s.isSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
+			if !strings.HasPrefix(row.Name, dataset+"@") {
+				return nil, status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", req.GetName(), row.Name)
+			}
+			return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
+		}
+	}
+	if source == nil {
+		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
+	}
+	snapshot := dataset + "@" + s.namer.SnapshotComponent(req.GetName())
+	// ZFS stamps creation in whole seconds when the snapshot's transaction
+	// group syncs, which is after this instant.
+	created := time.Now().Truncate(time.Second)
+	err = s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.SnapshotName: req.GetName()})
+	if errors.Is(err, zfs.ErrExists) {
+		return nil, status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, req.GetName())
+	}
+	if err != nil {
+		return nil, err
+	}
+	row := zfs.Dataset{Name: snapshot, Type: zfs.Snapshot, Referenced: source.Referenced, Creation: created}
+	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
+}
+
+// DeleteSnapshot implements csi.ControllerServer. A snapshot with clones is
+// destroyed deferred (`zfs destroy -d`): hidden at once, gone with its last
+// clone. Two zfs commands.
+func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	if req.GetSnapshotId() == "" {
+		return nil, invalid("snapshot_id is required")
+	}
+	if nodeID, _, _, err := driver.ParseSnapshotID(req.GetSnapshotId()); err == nil && nodeID != s.cfg.NodeID {
+		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", req.GetSnapshotId(),
+			&foreignNodeError{nodeID: nodeID, thisNode: s.cfg.NodeID})
+	}
+	snapshot, dataset, err := s.snapshotName(req.GetSnapshotId())
+	if err != nil {
+		return &csi.DeleteSnapshotResponse{}, nil // not an ID of ours: nothing of ours to delete
+	}
+	release, err := s.inflight.Acquire(datasetLock(dataset))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
+	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.isSnapshot(row)) {
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.zfs.Destroy(ctx, snapshot, zfs.DestroyOptions{Defer: true}); err != nil && !errors.Is(err, zfs.ErrNotFound) {
+		return nil, err
+	}
+	if row.User[s.props.Deleted] == "true" { // inherited: its volume waits for it
+		s.kickReaper()
+	}
+	return &csi.DeleteSnapshotResponse{}, nil
+}
+
+// GetSnapshot implements csi.ControllerServer.
+func (s *Server) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	if req.GetSnapshotId() == "" {
+		return nil, invalid("snapshot_id is required")
+	}
+	snapshot, _, err := s.snapshotName(req.GetSnapshotId())
+	if err != nil {
+		return nil, err
+	}
+	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
+	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.isSnapshot(row)) {
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", req.GetSnapshotId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &csi.GetSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
+}
+
+// csiSnapshot renders a snapshot row: always ready, sized by the data it refers to.
+func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
+	dataset, _, _ := strings.Cut(row.Name, "@")
+	return &csi.Snapshot{
+		SnapshotId:     driver.SnapshotID(s.cfg.NodeID, row.Name),
+		SourceVolumeId: driver.VolumeID(s.cfg.NodeID, dataset),
+		SizeBytes:      int64(row.Referenced),
+		CreationTime:   timestamppb.New(row.Creation),
+		ReadyToUse:     true,
+	}
+}

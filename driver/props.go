@@ -1,0 +1,50 @@
+package driver
+
+import "strings"
+
+// UserProps names the ZFS user properties the driver keeps on what it makes
+// (DESIGN decision 1: ZFS is the only state). All share the prefix
+// "<driver name>:", so `zfs get all` shows them together.
+type UserProps struct {
+	prefix string
+
+	Managed      string // "true" on every volume the driver made
+	CSIName      string // the CSI volume name as the CO gave it
+	ParamsHash   string // hash of the creation parameters, for idempotency checks
+	FSType       string // filesystem a zvol is formatted with; unset for raw block and datasets
+	Source       string // content source ID a volume was made from
+	Deleted      string // "true" once DeleteVolume ran while dependents remained
+	SnapshotName string // the CSI snapshot name, only on snapshots made by CreateSnapshot
+	Internal     string // "true" on snapshots made only to clone a volume from a volume
+	PVCName      string
+	PVCNamespace string
+	PVName       string
+}
+
+// NewUserProps derives the property names from the driver name.
+func NewUserProps(driverName string) UserProps {
+	p := strings.ToLower(driverName) + ":"
+	return UserProps{
+		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
+		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal",
+		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
+	}
+}
+
+// All lists every property, for reads that need them.
+func (u UserProps) All() []string {
+	return []string{u.Managed, u.CSIName, u.ParamsHash, u.FSType, u.Source, u.Deleted, u.SnapshotName,
+		u.Internal, u.PVCName, u.PVCNamespace, u.PVName}
+}
+
+// Owns reports whether a property name is in the driver's namespace.
+func (u UserProps) Owns(property string) bool { return strings.HasPrefix(property, u.prefix) }
+
+// Volume-context keys: what the controller tells the node service about a
+// volume, so that staging needs no extra zfs command to learn it.
+const (
+	ContextKind   = "kind"   // KindDataset or KindZvol
+	ContextFSType = "fsType" // "zfs" for datasets; ext4, xfs, btrfs, or "" (raw block) for zvols
+	KindDataset   = "dataset"
+	KindZvol      = "zvol"
+)

@@ -1,0 +1,205 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Server serves the CSI services on one unix socket.
+type Server struct {
+	grpc     *grpc.Server
+	log      zerolog.Logger
+	listener net.Listener
+	path     string
+}
+
+// Services are the CSI services one socket serves; a nil one is not served.
+type Services struct {
+	Identity   csi.IdentityServer
+	Controller csi.ControllerServer
+	Node       csi.NodeServer
+}
+
+// NewServer registers the services behind the shared interceptors.
+func NewServer(log zerolog.Logger, services Services) *Server {
+	s := &Server{log: log}
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.logCall, recoverPanic, mapErrors))
+	if services.Identity != nil {
+		csi.RegisterIdentityServer(s.grpc, services.Identity)
+	}
+	if services.Controller != nil {
+		csi.RegisterControllerServer(s.grpc, services.Controller)
+	}
+	if services.Node != nil {
+		csi.RegisterNodeServer(s.grpc, services.Node)
+	}
+	return s
+}
+
+// SocketPath turns a CSI endpoint ("unix:///run/x.sock", "unix:/run/x.sock" or
+// a plain path) into a filesystem path.
+func SocketPath(endpoint string) (string, error) {
+	path := endpoint
+	if rest, ok := strings.CutPrefix(endpoint, "unix://"); ok {
+		path = rest
+	} else if rest, ok := strings.CutPrefix(endpoint, "unix:"); ok {
+		path = rest
+	} else if strings.Contains(endpoint, "://") {
+		return "", fmt.Errorf("endpoint %q: only unix sockets are supported", endpoint)
+	}
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("endpoint %q: the socket path must be absolute", endpoint)
+	}
+	return filepath.Clean(path), nil
+}
+
+// Listen opens the socket, removing a stale one left by an earlier run but
+// refusing to steal a socket another process still serves. The socket is
+// readable and writable by its owner only.
+func (s *Server) Listen(endpoint string) error {
+	path, err := SocketPath(endpoint)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return err
+	}
+	listener, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		listener.Close()
+		return err
+	}
+	s.listener, s.path = listener, path
+	return nil
+}
+
+func removeStaleSocket(path string) error {
+	info, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket; refusing to remove it", path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return fmt.Errorf("%s is served by another process (is another zfs-csi running?)", path)
+	}
+	return os.Remove(path)
+}
+
+// Serve blocks serving the socket until Stop.
+func (s *Server) Serve() error {
+	s.log.Info().Str("socket", s.path).Msg("serving CSI")
+	err := s.grpc.Serve(s.listener)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop lets calls under way finish until ctx is done, then cuts them off, and
+// removes the socket.
+func (s *Server) Stop(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	if s.path != "" {
+		os.Remove(s.path)
+	}
+}
+
+// logCall writes one line per call: method, the IDs or names the request
+// carries, duration and code. Request bodies are never logged: they can hold
+// secrets.
+func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	code := status.Code(err)
+	level := zerolog.InfoLevel
+	switch {
+	case code == codes.OK && isPoll(info.FullMethod):
+		level = zerolog.DebugLevel
+	case code == codes.Internal || code == codes.Unknown:
+		level = zerolog.ErrorLevel
+	case code != codes.OK:
+		level = zerolog.WarnLevel
+	}
+	event := s.log.WithLevel(level).Str("method", info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:])
+	for key, value := range requestKeys(req) {
+		event = event.Str(key, value)
+	}
+	event = event.Dur("duration", time.Since(start)).Str("code", code.String())
+	if err != nil {
+		event = event.Str("error", status.Convert(err).Message())
+	}
+	event.Send()
+	return resp, err
+}
+
+// isPoll marks the calls a CO makes all the time, logged at debug when they succeed.
+func isPoll(method string) bool {
+	return strings.HasSuffix(method, "/Probe") || strings.HasSuffix(method, "Capabilities") ||
+		strings.HasSuffix(method, "/GetPluginInfo") || strings.HasSuffix(method, "/NodeGetInfo")
+}
+
+// requestKeys picks the identifying fields a request has.
+func requestKeys(req any) map[string]string {
+	keys := map[string]string{}
+	if r, ok := req.(interface{ GetName() string }); ok && r.GetName() != "" {
+		keys["name"] = r.GetName()
+	}
+	if r, ok := req.(interface{ GetVolumeId() string }); ok && r.GetVolumeId() != "" {
+		keys["volume_id"] = r.GetVolumeId()
+	}
+	if r, ok := req.(interface{ GetSnapshotId() string }); ok && r.GetSnapshotId() != "" {
+		keys["snapshot_id"] = r.GetSnapshotId()
+	}
+	if r, ok := req.(interface{ GetSourceVolumeId() string }); ok && r.GetSourceVolumeId() != "" {
+		keys["source_volume_id"] = r.GetSourceVolumeId()
+	}
+	return keys
+}
+
+func recoverPanic(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = status.Errorf(codes.Internal, "panic in %s: %v\n%s", info.FullMethod, p, debug.Stack())
+		}
+	}()
+	return handler(ctx, req)
+}
+
+func mapErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	return resp, Status(err)
+}

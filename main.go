@@ -1,0 +1,164 @@
+// Command zfs-csi is a CSI plugin that turns a host's ZFS pool into volumes
+// for Kubernetes and Nomad. It is the one place that knows every package: it
+// reads flags and environment, builds the zfs client and the services, and
+// hands them to the driver package to serve.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zfs-csi/zfs-csi/controller"
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=…".
+var version = "dev"
+
+// options are the daemon's settings; every flag can also come from the
+// environment variable named next to it.
+type options struct {
+	driver.Config
+	endpoint     string
+	logLevel     string
+	logFormat    string
+	reapInterval time.Duration
+	stopTimeout  time.Duration
+}
+
+// stringList is a repeatable flag; from the environment it is comma-separated.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(value string) error {
+	*l = append(*l, value)
+	return nil
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "zfs-csi:", err)
+		os.Exit(1)
+	}
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
+	hostname, _ := os.Hostname()
+	opts := options{Config: driver.Config{Version: version}}
+	var parents stringList
+	flags := flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	flags.StringVar(&opts.DriverName, "driver-name", env("ZFS_CSI_DRIVER_NAME", "zfs.csi.dev"), "CSI driver name [ZFS_CSI_DRIVER_NAME]")
+	flags.StringVar(&opts.NodeID, "node-id", env("ZFS_CSI_NODE_ID", hostname), "this node's ID [ZFS_CSI_NODE_ID] (default: the hostname)")
+	flags.Var(&parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
+	flags.StringVar(&opts.endpoint, "endpoint", env("CSI_ENDPOINT", "unix:///run/zfs-csi/csi.sock"), "CSI unix socket [CSI_ENDPOINT]")
+	flags.StringVar(&opts.logLevel, "log-level", env("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
+	flags.StringVar(&opts.logFormat, "log-format", env("ZFS_CSI_LOG_FORMAT", "json"), "json or console [ZFS_CSI_LOG_FORMAT]")
+	flags.DurationVar(&opts.reapInterval, "reap-interval", envDuration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
+	flags.DurationVar(&opts.stopTimeout, "stop-timeout", envDuration("ZFS_CSI_STOP_TIMEOUT", 30*time.Second), "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
+	if err := flags.Parse(args); err != nil {
+		return opts, err
+	}
+	if flags.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	opts.ParentDatasets = parents
+	if len(parents) == 0 {
+		for _, parent := range strings.Split(os.Getenv("ZFS_CSI_PARENT_DATASETS"), ",") {
+			if parent = strings.TrimSpace(parent); parent != "" {
+				opts.ParentDatasets = append(opts.ParentDatasets, parent)
+			}
+		}
+	}
+	return opts, opts.Validate()
+}
+
+func run(args []string, stderr io.Writer) error {
+	opts, err := parseOptions(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(opts.logLevel, opts.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	z := zfs.NewExec(zfs.ExecConfig{Logger: log})
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = driver.CheckParents(startCtx, z, opts.Config)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot start: %w", err)
+	}
+	controllerService, err := controller.New(opts.Config, z, log)
+	if err != nil {
+		return err
+	}
+	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, z, opts.Config) }
+	server := driver.NewServer(log, driver.Services{
+		Identity:   driver.NewIdentity(opts.Config, log, ready, true),
+		Controller: controllerService,
+		Node:       node.New(opts.Config, 0),
+	})
+	if err := server.Listen(opts.endpoint); err != nil {
+		return err
+	}
+	go controllerService.RunReaper(ctx, opts.reapInterval)
+	go func() {
+		<-ctx.Done()
+		log.Info().Msg("stopping")
+		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
+		defer cancel()
+		server.Stop(stopCtx)
+	}()
+	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
+		Strs("parents", opts.ParentDatasets).Msg("started")
+	return server.Serve()
+}
+
+func newLogger(level, format string, out io.Writer) (zerolog.Logger, error) {
+	parsed, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Logger{}, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	switch format {
+	case "json":
+	case "console":
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("log format %q: use json or console", format)
+	}
+	return zerolog.New(out).Level(parsed).With().Timestamp().Logger(), nil
+}
+
+func env(name, fallback string) string {
+	if value, ok := os.LookupEnv(name); ok {
+		return value
+	}
+	return fallback
+}
+
+func envDuration(name string, fallback time.Duration) time.Duration {
+	if value, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return value
+	}
+	return fallback
+}

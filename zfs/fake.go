@@ -1,0 +1,408 @@
+package zfs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fake is a stateful in-memory ZFS for tests: a tree of filesystems, volumes
+// and snapshots with clones and origins, user-property inheritance, deferred
+// destroy and simple space accounting. It refuses what ZFS refuses (missing
+// parents, unknown properties, destroying datasets with dependents, …) with the
+// same typed errors as Exec, so tests assert on end state, not on call order.
+type Fake struct {
+	mu       sync.Mutex
+	pools    map[string]*fakePool
+	datasets map[string]*fakeDataset
+	clock    time.Time
+	calls    map[string]int
+	failures map[string][]error
+	busy     map[string]bool
+}
+
+type fakePool struct {
+	size   uint64
+	health string
+}
+
+type fakeDataset struct {
+	name         string
+	typ          Type
+	origin       string
+	referenced   uint64 // bytes of data the dataset (or snapshot) refers to
+	volSize      uint64
+	props        map[string]string // locally set native and user properties
+	creation     time.Time
+	clones       map[string]bool // snapshots only
+	deferDestroy bool
+}
+
+// defaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
+// divides it, so sizes rounded to it are valid on both.
+const defaultVolBlockSize = 16 << 10
+
+// NewFake returns a Fake holding the given pools (name → size in bytes), each
+// with its root filesystem, ONLINE.
+func NewFake(pools map[string]uint64) *Fake {
+	f := &Fake{
+		pools:    map[string]*fakePool{},
+		datasets: map[string]*fakeDataset{},
+		clock:    time.Unix(1_700_000_000, 0),
+		calls:    map[string]int{},
+		failures: map[string][]error{},
+		busy:     map[string]bool{},
+	}
+	for name, size := range pools {
+		f.pools[name] = &fakePool{size: size, health: "ONLINE"}
+		f.datasets[name] = &fakeDataset{name: name, typ: Filesystem, props: map[string]string{}, creation: f.clock}
+	}
+	return f
+}
+
+// Calls reports how many commands each method ran since the last ResetCalls.
+func (f *Fake) Calls() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.calls))
+	for k, v := range f.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// TotalCalls is the sum of Calls.
+func (f *Fake) TotalCalls() int {
+	total := 0
+	for _, n := range f.Calls() {
+		total += n
+	}
+	return total
+}
+
+// ResetCalls zeroes the command counters.
+func (f *Fake) ResetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = map[string]int{}
+}
+
+// FailNext makes the next call of method (e.g. "Create") return err.
+func (f *Fake) FailNext(method string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures[method] = append(f.failures[method], err)
+}
+
+// SetPoolHealth sets the health zpool reports for a pool.
+func (f *Fake) SetPoolHealth(pool, health string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pools[pool].health = health
+}
+
+// SetBusy makes Destroy of name fail with ErrBusy, as a mounted dataset would.
+func (f *Fake) SetBusy(name string, busy bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.busy[name] = busy
+}
+
+// Write pretends that bytes of data were written to a filesystem or volume.
+func (f *Fake) Write(name string, bytes uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.datasets[name]
+	if !ok || d.typ == Snapshot {
+		return f.fail("write", name, ErrNotFound)
+	}
+	if q := d.sizeProp("refquota"); q > 0 && d.referenced+bytes > q {
+		return f.fail("write", name, ErrNoSpace)
+	}
+	d.referenced += bytes
+	return nil
+}
+
+// Exists reports whether a dataset or snapshot exists.
+func (f *Fake) Exists(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.datasets[name]
+	return ok
+}
+
+// Names lists every dataset and snapshot, sorted.
+func (f *Fake) Names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.datasets))
+	for name := range f.datasets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// begin counts a call and returns an injected failure, if any. Callers hold mu.
+func (f *Fake) begin(ctx context.Context, method string) error {
+	f.calls[method]++
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if queue := f.failures[method]; len(queue) > 0 {
+		f.failures[method] = queue[1:]
+		return queue[0]
+	}
+	return nil
+}
+
+func (f *Fake) fail(op, name string, kind error) error {
+	return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Stderr: fmt.Sprintf("cannot %s '%s': %v", op, name, kind), Kind: kind}
+}
+
+// Create implements Interface.
+func (f *Fake) Create(ctx context.Context, name string, opts CreateOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Create"); err != nil {
+		return err
+	}
+	typ := Filesystem
+	if opts.VolSize > 0 {
+		typ = Volume
+	}
+	if err := f.checkNewDataset("create", name, typ, opts.Properties); err != nil {
+		return err
+	}
+	d := &fakeDataset{name: name, typ: typ, volSize: opts.VolSize, props: copyProps(opts.Properties)}
+	if typ == Volume {
+		if opts.VolSize%d.volBlockSize() != 0 {
+			return f.fail("create", name, ErrInvalid)
+		}
+		if _, set := d.props["refreservation"]; !set && !opts.Sparse {
+			d.props["refreservation"] = strconv.FormatUint(opts.VolSize, 10)
+		}
+	}
+	return f.add(d)
+}
+
+// Clone implements Interface.
+func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Clone"); err != nil {
+		return err
+	}
+	snap, ok := f.datasets[snapshot]
+	if !ok || snap.typ != Snapshot {
+		return f.fail("clone", snapshot, ErrNotFound)
+	}
+	source := f.datasets[datasetOf(snapshot)]
+	if err := f.checkNewDataset("clone", name, source.typ, properties); err != nil {
+		return err
+	}
+	d := &fakeDataset{name: name, typ: source.typ, origin: snapshot, referenced: snap.referenced,
+		volSize: snap.volSize, props: copyProps(properties)}
+	if source.typ == Volume {
+		d.props["volblocksize"] = strconv.FormatUint(source.volBlockSize(), 10)
+	}
+	if err := f.add(d); err != nil {
+		return err
+	}
+	snap.clones[name] = true
+	return nil
+}
+
+// Copy implements Interface.
+func (f *Fake) Copy(ctx context.Context, snapshot, name string, properties map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Copy"); err != nil {
+		return err
+	}
+	snap, ok := f.datasets[snapshot]
+	if !ok || snap.typ != Snapshot {
+		return f.fail("send", snapshot, ErrNotFound)
+	}
+	source := f.datasets[datasetOf(snapshot)]
+	if err := f.checkNewDataset("receive", name, source.typ, properties); err != nil {
+		return err
+	}
+	d := &fakeDataset{name: name, typ: source.typ, referenced: snap.referenced, volSize: snap.volSize, props: copyProps(properties)}
+	if source.typ == Volume {
+		d.props["volblocksize"] = strconv.FormatUint(source.volBlockSize(), 10)
+	}
+	if err := f.add(d); err != nil {
+		return err
+	}
+	received := &fakeDataset{name: name + "@" + snapshotOf(snapshot), typ: Snapshot, referenced: snap.referenced,
+		volSize: snap.volSize, props: map[string]string{}, clones: map[string]bool{}}
+	return f.add(received)
+}
+
+// Snapshot implements Interface.
+func (f *Fake) Snapshot(ctx context.Context, name string, properties map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Snapshot"); err != nil {
+		return err
+	}
+	source, ok := f.datasets[datasetOf(name)]
+	if !ok || source.typ == Snapshot || !strings.Contains(name, "@") {
+		return f.fail("snapshot", name, ErrNotFound)
+	}
+	if _, exists := f.datasets[name]; exists {
+		return f.fail("snapshot", name, ErrExists)
+	}
+	if err := checkName(name); err != nil {
+		return f.fail("snapshot", name, ErrInvalid)
+	}
+	for key := range properties {
+		if !strings.Contains(key, ":") {
+			return f.fail("snapshot", name, ErrInvalid) // only user properties may be set on snapshots
+		}
+	}
+	return f.add(&fakeDataset{name: name, typ: Snapshot, referenced: source.referenced, volSize: source.volSize,
+		props: copyProps(properties), clones: map[string]bool{}})
+}
+
+// Destroy implements Interface.
+func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Destroy"); err != nil {
+		return err
+	}
+	d, ok := f.datasets[name]
+	if !ok {
+		return f.fail("destroy", name, ErrNotFound)
+	}
+	if d.typ == Snapshot {
+		if len(d.clones) > 0 {
+			if !opts.Defer {
+				return f.fail("destroy", name, ErrHasDependents)
+			}
+			d.deferDestroy = true
+			return nil
+		}
+		f.remove(name)
+		return nil
+	}
+	doomed := f.descendants(name)
+	if len(doomed) > 0 && !opts.Recursive {
+		return f.fail("destroy", name, ErrHasDependents)
+	}
+	doomed = append(doomed, name)
+	for _, victim := range doomed {
+		if f.busy[victim] {
+			return f.fail("destroy", victim, ErrBusy)
+		}
+		for clone := range f.datasets[victim].clones {
+			if !isUnder(clone, name) {
+				return f.fail("destroy", name, ErrHasDependents)
+			}
+		}
+	}
+	// Clones first, so that their origins are free when their turn comes.
+	sort.Slice(doomed, func(i, j int) bool { return f.datasets[doomed[i]].origin != "" && f.datasets[doomed[j]].origin == "" })
+	for _, victim := range doomed {
+		f.remove(victim)
+	}
+	return nil
+}
+
+// Set implements Interface.
+func (f *Fake) Set(ctx context.Context, name string, properties map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Set"); err != nil {
+		return err
+	}
+	d, ok := f.datasets[name]
+	if !ok {
+		return f.fail("set", name, ErrNotFound)
+	}
+	if err := checkProps(d.typ, properties, false); err != nil {
+		return f.fail("set", name, err)
+	}
+	updated := *d
+	updated.props = copyProps(d.props)
+	for key, value := range properties {
+		if key == "volsize" {
+			size, _ := strconv.ParseUint(value, 10, 64)
+			if size%d.volBlockSize() != 0 || size == 0 {
+				return f.fail("set", name, ErrInvalid)
+			}
+			// As ZFS does: a thick volume's reservation follows its size.
+			if _, explicit := properties["refreservation"]; !explicit && d.sizeProp("refreservation") == d.volSize {
+				updated.props["refreservation"] = value
+			}
+			updated.volSize = size
+			continue
+		}
+		updated.props[key] = value
+	}
+	if q := updated.sizeProp("refquota"); q > 0 && q < updated.referenced {
+		return f.fail("set", name, ErrNoSpace)
+	}
+	if f.reserved()-d.reservation()+updated.reservation() > f.pools[PoolOf(name)].size {
+		return f.fail("set", name, ErrNoSpace)
+	}
+	*d = updated
+	return nil
+}
+
+// List implements Interface.
+func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "List"); err != nil {
+		return nil, err
+	}
+	types := opts.Types
+	if len(types) == 0 {
+		types = []Type{Filesystem, Volume}
+	}
+	var rows []Dataset
+	for _, root := range opts.Roots {
+		if _, ok := f.datasets[root]; !ok {
+			if opts.SkipMissing {
+				continue
+			}
+			return nil, f.fail("open", root, ErrNotFound)
+		}
+		names := []string{root}
+		if opts.Depth != 0 {
+			names = append(names, f.descendants(root)...)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			d := f.datasets[name]
+			if !hasType(types, d.typ) || (opts.Depth > 0 && depthBelow(root, name) > opts.Depth) {
+				continue
+			}
+			rows = append(rows, f.row(d, opts.UserProps))
+		}
+	}
+	return rows, nil
+}
+
+// Pool implements Interface.
+func (f *Fake) Pool(ctx context.Context, name string) (Pool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Pool"); err != nil {
+		return Pool{}, err
+	}
+	p, ok := f.pools[name]
+	if !ok {
+		return Pool{}, &CommandError{Argv: []string{"zpool", "list", name}, ExitCode: 1, Kind: ErrPoolNotFound,
+			Stderr: fmt.Sprintf("cannot open '%s': no such pool", name)}
+	}
+	allocated := f.allocated(name)
+	return Pool{Name: name, Health: p.health, Size: p.size, Allocated: allocated, Free: p.size - allocated}, nil
+}

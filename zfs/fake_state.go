@@ -1,0 +1,323 @@
+package zfs
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The state keeping behind Fake: naming rules, property checks, inheritance
+// and space accounting. Every function here expects Fake.mu to be held.
+
+// fakeNativeProps are the native properties the Fake accepts, with the types
+// that have them; the value checks are ZFS's where a test can hit them.
+var fakeNativeProps = map[string][]Type{
+	"mountpoint": {Filesystem}, "canmount": {Filesystem}, "refquota": {Filesystem}, "quota": {Filesystem},
+	"recordsize": {Filesystem}, "atime": {Filesystem}, "relatime": {Filesystem}, "xattr": {Filesystem},
+	"acltype": {Filesystem}, "snapdir": {Filesystem}, "exec": {Filesystem}, "setuid": {Filesystem},
+	"devices": {Filesystem}, "dnodesize": {Filesystem}, "special_small_blocks": {Filesystem},
+	"normalization": {Filesystem}, "casesensitivity": {Filesystem}, "utf8only": {Filesystem},
+	"volblocksize": {Volume}, "volmode": {Volume},
+	"refreservation": {Filesystem, Volume}, "reservation": {Filesystem, Volume}, "readonly": {Filesystem, Volume},
+	"compression": {Filesystem, Volume}, "checksum": {Filesystem, Volume}, "sync": {Filesystem, Volume},
+	"logbias": {Filesystem, Volume}, "primarycache": {Filesystem, Volume}, "secondarycache": {Filesystem, Volume},
+	"dedup": {Filesystem, Volume}, "copies": {Filesystem, Volume}, "redundant_metadata": {Filesystem, Volume},
+	"snapdev": {Volume}, "volsize": {Volume},
+}
+
+// createOnlyProps can be given at creation but not changed later.
+var createOnlyProps = map[string]bool{"volblocksize": true, "normalization": true, "casesensitivity": true, "utf8only": true}
+
+var fakeSizeProps = map[string]bool{"refquota": true, "quota": true, "refreservation": true, "reservation": true,
+	"volsize": true, "volblocksize": true, "recordsize": true, "special_small_blocks": true}
+
+var fakeEnumProps = map[string][]string{
+	"compression": {"on", "off", "lz4", "zstd", "gzip", "zle", "lzjb"},
+	"atime":       {"on", "off"}, "relatime": {"on", "off"}, "readonly": {"on", "off"}, "exec": {"on", "off"},
+	"canmount": {"on", "off", "noauto"}, "sync": {"standard", "always", "disabled"},
+	"logbias": {"latency", "throughput"}, "volmode": {"default", "full", "geom", "dev", "none"},
+}
+
+func checkProps(typ Type, props map[string]string, creating bool) error {
+	for key, value := range props {
+		if strings.Contains(key, ":") {
+			if key != strings.ToLower(key) || len(key) > 256 || len(value) > 8192 {
+				return ErrInvalid
+			}
+			continue
+		}
+		types, known := fakeNativeProps[key]
+		if !known || !hasType(types, typ) || (!creating && createOnlyProps[key]) {
+			return ErrInvalid
+		}
+		if err := checkValue(key, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkValue(key, value string) error {
+	if fakeSizeProps[key] {
+		if key == "refreservation" && value == "auto" {
+			return nil
+		}
+		if _, err := strconv.ParseUint(value, 10, 64); err != nil && value != "none" {
+			return ErrInvalid
+		}
+		if key == "volblocksize" {
+			size, _ := strconv.ParseUint(value, 10, 64)
+			if size < 512 || size > 128<<10 || size&(size-1) != 0 {
+				return ErrInvalid
+			}
+		}
+		return nil
+	}
+	if allowed, ok := fakeEnumProps[key]; ok {
+		for _, candidate := range allowed {
+			if value == candidate {
+				return nil
+			}
+		}
+		return ErrInvalid
+	}
+	return nil
+}
+
+// checkName applies ZFS's naming rules: components of alphanumerics and
+// "_-.: ", at most 255 bytes in all, one '@' at most.
+func checkName(name string) error {
+	if len(name) == 0 || len(name) > 255 || strings.Count(name, "@") > 1 {
+		return ErrInvalid
+	}
+	for _, component := range strings.FieldsFunc(name, func(r rune) bool { return r == '/' || r == '@' }) {
+		if component == "." || component == ".." {
+			return ErrInvalid
+		}
+		for _, r := range component {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.: ", r)) {
+				return ErrInvalid
+			}
+		}
+	}
+	if strings.Contains(name, "//") || strings.HasSuffix(name, "/") {
+		return ErrInvalid
+	}
+	return nil
+}
+
+func (f *Fake) checkNewDataset(op, name string, typ Type, props map[string]string) error {
+	if err := checkName(name); err != nil || strings.Contains(name, "@") {
+		return f.fail(op, name, ErrInvalid)
+	}
+	if _, exists := f.datasets[name]; exists {
+		return f.fail(op, name, ErrExists)
+	}
+	parent, ok := f.datasets[parentOf(name)]
+	if !ok || parent.typ != Filesystem {
+		return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: ErrNotFound,
+			Stderr: "cannot " + op + " '" + name + "': parent does not exist"}
+	}
+	if err := checkProps(typ, props, true); err != nil {
+		return f.fail(op, name, err)
+	}
+	return nil
+}
+
+// add inserts a new dataset if the pool has room for its reservation.
+func (f *Fake) add(d *fakeDataset) error {
+	pool := f.pools[PoolOf(d.name)]
+	if f.allocated(PoolOf(d.name))+d.reservation()+d.referencedIfNew() > pool.size {
+		return f.fail("create", d.name, ErrNoSpace)
+	}
+	f.clock = f.clock.Add(time.Second)
+	d.creation = f.clock
+	f.datasets[d.name] = d
+	return nil
+}
+
+// referencedIfNew is the space a new dataset takes beyond what it shares: a
+// clone shares its origin's blocks, a received copy does not.
+func (d *fakeDataset) referencedIfNew() uint64 {
+	if d.origin != "" || d.typ == Snapshot {
+		return 0
+	}
+	return d.referenced
+}
+
+func (f *Fake) remove(name string) {
+	d := f.datasets[name]
+	delete(f.datasets, name)
+	if d.origin == "" {
+		return
+	}
+	if origin, ok := f.datasets[d.origin]; ok {
+		delete(origin.clones, name)
+		if origin.deferDestroy && len(origin.clones) == 0 {
+			delete(f.datasets, d.origin)
+		}
+	}
+}
+
+// descendants are the children and snapshots below name, at any depth.
+func (f *Fake) descendants(name string) []string {
+	var out []string
+	for candidate := range f.datasets {
+		if candidate != name && isUnder(candidate, name) {
+			out = append(out, candidate)
+		}
+	}
+	return out
+}
+
+func isUnder(candidate, ancestor string) bool {
+	return candidate == ancestor || strings.HasPrefix(candidate, ancestor+"/") || strings.HasPrefix(candidate, ancestor+"@")
+}
+
+func depthBelow(root, name string) int {
+	rest := strings.TrimPrefix(name, root)
+	return strings.Count(rest, "/") + strings.Count(rest, "@")
+}
+
+func parentOf(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		return name[:i]
+	}
+	return ""
+}
+
+func datasetOf(snapshot string) string {
+	if i := strings.IndexByte(snapshot, '@'); i >= 0 {
+		return snapshot[:i]
+	}
+	return snapshot
+}
+
+func snapshotOf(snapshot string) string {
+	return snapshot[strings.IndexByte(snapshot, '@')+1:]
+}
+
+func hasType(types []Type, typ Type) bool {
+	for _, t := range types {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func copyProps(props map[string]string) map[string]string {
+	out := make(map[string]string, len(props))
+	for k, v := range props {
+		out[k] = v
+	}
+	return out
+}
+
+func (d *fakeDataset) sizeProp(key string) uint64 {
+	if key == "refreservation" && d.props[key] == "auto" {
+		return d.volSize
+	}
+	value, _ := strconv.ParseUint(d.props[key], 10, 64)
+	return value
+}
+
+func (d *fakeDataset) volBlockSize() uint64 {
+	if size := d.sizeProp("volblocksize"); size > 0 {
+		return size
+	}
+	return defaultVolBlockSize
+}
+
+// reservation is the space held for the dataset whether written or not.
+func (d *fakeDataset) reservation() uint64 {
+	return max(d.sizeProp("refreservation"), d.sizeProp("reservation"))
+}
+
+// charge is what the dataset takes from its pool: its reservation or, past
+// that, the data it holds itself (not shared with an origin).
+func (d *fakeDataset) charge() uint64 {
+	own := d.referenced
+	if d.origin != "" || d.typ == Snapshot {
+		own = 0
+	}
+	return max(d.reservation(), own)
+}
+
+func (f *Fake) allocated(pool string) uint64 {
+	var total uint64
+	for _, d := range f.datasets {
+		if PoolOf(d.name) == pool {
+			total += d.charge()
+		}
+	}
+	return total
+}
+
+func (f *Fake) reserved() uint64 {
+	var total uint64
+	for _, d := range f.datasets {
+		total += d.reservation()
+	}
+	return total
+}
+
+// row renders a dataset as Exec's List would parse it from zfs.
+func (f *Fake) row(d *fakeDataset, userProps []string) Dataset {
+	pool := f.pools[PoolOf(d.name)]
+	free := pool.size - f.allocated(PoolOf(d.name))
+	used := d.charge()
+	for _, name := range f.descendants(d.name) {
+		used += f.datasets[name].charge()
+	}
+	row := Dataset{
+		Name: d.name, Type: d.typ, Origin: d.origin, Used: used, Referenced: d.referenced,
+		LogicalUsed: d.referenced, RefQuota: d.sizeProp("refquota"), RefReservation: d.sizeProp("refreservation"),
+		Creation: d.creation, ReadOnly: f.inherited(d, "readonly") == "on", DeferDestroy: d.deferDestroy,
+	}
+	switch d.typ {
+	case Volume:
+		row.VolSize, row.VolBlockSize, row.Available = d.volSize, d.volBlockSize(), free
+	case Filesystem:
+		row.Available = free + d.reservation() - min(d.reservation(), d.referenced)
+		if row.RefQuota > 0 {
+			row.Available = min(row.Available, row.RefQuota-min(row.RefQuota, d.referenced))
+		}
+	case Snapshot:
+		row.VolSize = d.volSize
+		for clone := range d.clones {
+			row.Clones = append(row.Clones, clone)
+		}
+		sort.Strings(row.Clones)
+	}
+	for _, key := range userProps {
+		if value := f.inherited(d, key); value != "" {
+			if row.User == nil {
+				row.User = map[string]string{}
+			}
+			row.User[key] = value
+		}
+	}
+	return row
+}
+
+// inherited resolves a property as ZFS does: set locally, or on the nearest
+// ancestor (a snapshot's ancestor is its dataset).
+func (f *Fake) inherited(d *fakeDataset, key string) string {
+	for name := d.name; name != ""; {
+		if current, ok := f.datasets[name]; ok {
+			if value, set := current.props[key]; set {
+				return value
+			}
+		}
+		if strings.Contains(name, "@") {
+			name = datasetOf(name)
+		} else {
+			name = parentOf(name)
+		}
+	}
+	return ""
+}
+
+var _ Interface = (*Fake)(nil)

@@ -1,0 +1,166 @@
+// Package zfs is the only code in zfs-csi that talks to ZFS.
+//
+// It knows nothing of CSI, gRPC or any orchestrator: callers get typed values
+// (Dataset, Pool, sizes in bytes as uint64) and typed errors (ErrNotFound,
+// ErrExists, …) and decide what they mean. The real implementation (Exec) runs
+// the zfs and zpool commands directly, without a shell, with LC_ALL=C and the
+// caller's context deadline; Fake is a stateful in-memory pool for tests.
+package zfs
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Type is the kind of a ZFS dataset.
+type Type string
+
+// The dataset types the driver deals with.
+const (
+	Filesystem Type = "filesystem"
+	Volume     Type = "volume"
+	Snapshot   Type = "snapshot"
+)
+
+// Dataset is one row of `zfs list -H -p`: the native properties every caller
+// needs, plus the user properties the caller asked for.
+type Dataset struct {
+	Name string
+	Type Type
+	// Origin is the snapshot a clone was made from; empty for other datasets.
+	Origin string
+
+	Used        uint64
+	Referenced  uint64
+	Available   uint64
+	LogicalUsed uint64
+
+	RefQuota       uint64 // filesystems; 0 means none
+	RefReservation uint64
+	VolSize        uint64 // volumes only
+	VolBlockSize   uint64 // volumes only
+
+	Creation time.Time
+	ReadOnly bool
+
+	// Clones lists the clones of a snapshot; DeferDestroy is set on a snapshot
+	// marked by `zfs destroy -d` that still has clones. Snapshots only.
+	Clones       []string
+	DeferDestroy bool
+
+	// User holds the requested user properties that have a value (set here or
+	// inherited); unset ones are absent.
+	User map[string]string
+}
+
+// Pool is one row of `zpool list -H -p`.
+type Pool struct {
+	Name          string
+	Health        string // ONLINE, DEGRADED, FAULTED, OFFLINE, UNAVAIL, REMOVED, SUSPENDED
+	Size          uint64
+	Allocated     uint64
+	Free          uint64
+	Fragmentation uint64 // percent
+}
+
+// CreateOptions describe a new filesystem or volume. Every property is set by
+// the same `zfs create` command.
+type CreateOptions struct {
+	// VolSize makes a volume (zvol) of that many bytes; 0 makes a filesystem.
+	VolSize uint64
+	// Sparse makes a volume without a reservation (`zfs create -s`).
+	Sparse bool
+	// Properties are native and user properties, passed as -o name=value.
+	Properties map[string]string
+}
+
+// DestroyOptions select how Destroy treats descendants and dependents.
+type DestroyOptions struct {
+	// Recursive destroys snapshots and children too (`-r`).
+	Recursive bool
+	// Defer marks a snapshot that still has clones for destruction when the
+	// last clone goes (`-d`); without clones it is destroyed at once.
+	Defer bool
+}
+
+// ListOptions select what List reports.
+type ListOptions struct {
+	// Roots are the datasets to list; they are listed themselves (unless
+	// their type is not in Types) along with descendants up to Depth.
+	Roots []string
+	// Depth limits descent below each root: 0 lists the roots only, -1 is
+	// unlimited. Snapshots of a dataset count one level below it.
+	Depth int
+	// Types to report; empty means filesystems and volumes.
+	Types []Type
+	// UserProps are the user properties to read into Dataset.User.
+	UserProps []string
+	// SkipMissing makes roots that do not exist no error.
+	SkipMissing bool
+}
+
+// Interface is what the rest of the driver uses of ZFS. Each method is one
+// zfs or zpool command (Copy is two, piped), so callers can count the
+// commands an RPC costs.
+type Interface interface {
+	// Create makes a filesystem, or a volume when opts.VolSize > 0.
+	Create(ctx context.Context, name string, opts CreateOptions) error
+	// Clone makes name a clone of snapshot with the given properties.
+	Clone(ctx context.Context, snapshot, name string, properties map[string]string) error
+	// Copy makes name an independent copy of snapshot (zfs send | zfs receive),
+	// receiving with the given properties. The received snapshot is kept on name.
+	Copy(ctx context.Context, snapshot, name string, properties map[string]string) error
+	// Snapshot makes the snapshot name ("dataset@snap") with the given properties.
+	Snapshot(ctx context.Context, name string, properties map[string]string) error
+	// Destroy destroys a dataset or a snapshot.
+	Destroy(ctx context.Context, name string, opts DestroyOptions) error
+	// Set sets properties of a dataset or snapshot in one command.
+	Set(ctx context.Context, name string, properties map[string]string) error
+	// List reports datasets as selected by opts, in `zfs list` order (sorted by
+	// name within each root).
+	List(ctx context.Context, opts ListOptions) ([]Dataset, error)
+	// Pool reports one pool.
+	Pool(ctx context.Context, name string) (Pool, error)
+}
+
+// Errors classified from zfs stderr. Match with errors.Is; the concrete error
+// also carries the command and its stderr.
+var (
+	ErrNotFound      = errors.New("dataset does not exist")
+	ErrExists        = errors.New("dataset already exists")
+	ErrBusy          = errors.New("dataset is busy")
+	ErrNoSpace       = errors.New("out of space")
+	ErrHasDependents = errors.New("dataset has children or dependent clones")
+	ErrInvalid       = errors.New("invalid argument to zfs")
+	ErrPoolSuspended = errors.New("pool I/O is suspended")
+	ErrPoolNotFound  = errors.New("no such pool")
+	ErrPermission    = errors.New("permission denied")
+)
+
+// Get reports one dataset (filesystem, volume or snapshot) with the given user
+// properties, or ErrNotFound.
+func Get(ctx context.Context, z Interface, name string, userProps []string) (Dataset, error) {
+	rows, err := z.List(ctx, ListOptions{
+		Roots:     []string{name},
+		Types:     []Type{Filesystem, Volume, Snapshot},
+		UserProps: userProps,
+	})
+	if err != nil {
+		return Dataset{}, err
+	}
+	if len(rows) == 0 {
+		return Dataset{}, ErrNotFound
+	}
+	return rows[0], nil
+}
+
+// PoolOf is the pool that holds a dataset or snapshot name.
+func PoolOf(name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' || name[i] == '@' {
+			return name[:i]
+		}
+	}
+	return name
+}
