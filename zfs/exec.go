@@ -1,0 +1,352 @@
+package zfs
+
+// Exec runs zfs and zpool itself instead of using github.com/mistifyio/go-zfs/v3
+// (v3.1.0): that library keeps its runner and logger in package-level globals
+// (SetRunner, SetLogger) with one timeout for every call instead of the caller's
+// context, and its Dataset reads a fixed column list with no user properties,
+// refquota, clones or defer_destroy, so List would need its own parser anyway.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// ExecConfig configures Exec. The zero value runs "zfs" and "zpool" from PATH
+// and logs nothing.
+type ExecConfig struct {
+	// ZFSPath and ZpoolPath name the binaries. A name without a slash is looked
+	// up on PATH at every call. Empty means "zfs" and "zpool".
+	ZFSPath   string
+	ZpoolPath string
+	// Logger gets one debug line per command with its argv, duration and
+	// error. Stdin and stdout are never logged.
+	Logger zerolog.Logger
+	// OnCommand, when set, is called after every command with its subcommand
+	// ("create", "list", "send", …), how long it ran and its error (nil on
+	// success). Calls may come from several goroutines at once.
+	OnCommand func(subcommand string, d time.Duration, err error)
+}
+
+// Exec implements Interface by running the zfs and zpool commands: argv only,
+// never a shell, LC_ALL=C so that stderr can be classified, and the caller's
+// context as the deadline (SIGTERM when it ends, SIGKILL killDelay later).
+// Exec is safe for concurrent use.
+type Exec struct {
+	cfg ExecConfig
+}
+
+var _ Interface = (*Exec)(nil)
+
+// killDelay is how long a command has to exit after SIGTERM before it is
+// killed. A zfs command stuck in an ioctl does not die sooner either way.
+const killDelay = 2 * time.Second
+
+// NewExec returns an Exec for cfg, filling in the default binary names.
+func NewExec(cfg ExecConfig) *Exec {
+	if cfg.ZFSPath == "" {
+		cfg.ZFSPath = "zfs"
+	}
+	if cfg.ZpoolPath == "" {
+		cfg.ZpoolPath = "zpool"
+	}
+	return &Exec{cfg: cfg}
+}
+
+// Create runs `zfs create [-s] [-V volsize] -o k=v … name`. It never passes
+// -p: a missing parent is an error (ErrNotFound), not something to invent.
+// Sparse only applies to volumes; zfs rejects -s for a filesystem.
+func (e *Exec) Create(ctx context.Context, name string, opts CreateOptions) error {
+	args := []string{"create"}
+	if opts.VolSize > 0 {
+		if opts.Sparse {
+			args = append(args, "-s")
+		}
+		args = append(args, "-V", strconv.FormatUint(opts.VolSize, 10))
+	}
+	return e.change(ctx, args, opts.Properties, name)
+}
+
+// Clone runs `zfs clone -o k=v … snapshot name`.
+func (e *Exec) Clone(ctx context.Context, snapshot, name string, properties map[string]string) error {
+	if err := checkNames(snapshot); err != nil {
+		return err
+	}
+	return e.change(ctx, []string{"clone"}, properties, snapshot, name)
+}
+
+// Snapshot runs `zfs snapshot -o k=v … name`.
+func (e *Exec) Snapshot(ctx context.Context, name string, properties map[string]string) error {
+	return e.change(ctx, []string{"snapshot"}, properties, name)
+}
+
+// Destroy runs `zfs destroy [-r] [-d] name`.
+func (e *Exec) Destroy(ctx context.Context, name string, opts DestroyOptions) error {
+	if err := checkNames(name); err != nil {
+		return err
+	}
+	args := []string{"destroy"}
+	if opts.Recursive {
+		args = append(args, "-r")
+	}
+	if opts.Defer {
+		args = append(args, "-d")
+	}
+	_, err := e.zfs(ctx, append(args, name)...)
+	return err
+}
+
+// Set runs `zfs set k=v … name` (several properties in one command, sorted by
+// name). With no properties there is nothing to do and nothing runs.
+func (e *Exec) Set(ctx context.Context, name string, properties map[string]string) error {
+	if err := checkNames(name); err != nil {
+		return err
+	}
+	assignments, err := sortedAssignments(properties)
+	if err != nil || len(assignments) == 0 {
+		return err
+	}
+	args := append(append([]string{"set"}, assignments...), name)
+	_, err = e.zfs(ctx, args...)
+	return err
+}
+
+// change runs `zfs <args…> -o k=v … <names…>`, the shape of create, clone
+// and snapshot.
+func (e *Exec) change(ctx context.Context, args []string, properties map[string]string, names ...string) error {
+	if err := checkNames(names...); err != nil {
+		return err
+	}
+	options, err := propertyOptions(properties)
+	if err != nil {
+		return err
+	}
+	args = append(append(args, options...), names...)
+	_, err = e.zfs(ctx, args...)
+	return err
+}
+
+// Copy pipes `zfs send snapshot` into `zfs receive -u -o k=v … name` through
+// an OS pipe, with no shell. Both run under ctx; when one fails the other is
+// stopped, and the error returned is receive's if zfs classified it, else
+// send's if classified, else whichever failed first.
+//
+// A failed Copy may leave name (or part of it) behind, since receive creates
+// it before the stream ends. Copy does not clean up: the caller decides.
+func (e *Exec) Copy(ctx context.Context, snapshot, name string, properties map[string]string) error {
+	if err := checkNames(snapshot, name); err != nil {
+		return err
+	}
+	options, err := propertyOptions(properties)
+	if err != nil {
+		return err
+	}
+	pipeCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	send := e.command(pipeCtx, []string{e.cfg.ZFSPath, "send", snapshot})
+	receive := e.command(pipeCtx, append(append([]string{e.cfg.ZFSPath, "receive", "-u"}, options...), name))
+	stream, err := send.cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("zfs send: %w", err)
+	}
+	receive.cmd.Stdin = stream
+	if err := e.start(send); err != nil {
+		return err
+	}
+	err = e.start(receive)
+	// receive holds its own copy of the read end now. Dropping ours means a
+	// receive that dies makes send fail on a broken pipe instead of blocking.
+	stream.Close()
+	if err != nil {
+		stop()
+		_ = e.wait(pipeCtx, send)
+		return err
+	}
+	return e.waitPipeline(pipeCtx, stop, send, receive)
+}
+
+// waitPipeline waits for both sides of Copy, stopping the survivor as soon as
+// one side fails, and picks the error that explains the failure best.
+func (e *Exec) waitPipeline(ctx context.Context, stop context.CancelFunc, send, receive *process) error {
+	type outcome struct {
+		p   *process
+		err error
+	}
+	done := make(chan outcome, 2)
+	for _, p := range []*process{send, receive} {
+		go func() { done <- outcome{p, e.wait(ctx, p)} }()
+	}
+	errs := map[*process]error{}
+	var first error
+	for range 2 {
+		o := <-done
+		errs[o.p] = o.err
+		if o.err != nil && first == nil {
+			first = o.err
+			stop()
+		}
+	}
+	switch {
+	case classified(errs[receive]):
+		return errs[receive]
+	case classified(errs[send]):
+		return errs[send]
+	}
+	return first
+}
+
+func classified(err error) bool {
+	var commandErr *CommandError
+	return errors.As(err, &commandErr) && commandErr.Kind != nil
+}
+
+// process is one started (or about to be started) zfs or zpool command.
+type process struct {
+	argv    []string
+	cmd     *exec.Cmd
+	stderr  bytes.Buffer
+	started time.Time
+}
+
+// zfs runs `zfs args…` to completion and returns its stdout.
+func (e *Exec) zfs(ctx context.Context, args ...string) ([]byte, error) {
+	return e.run(ctx, append([]string{e.cfg.ZFSPath}, args...))
+}
+
+// run is the one way this package executes a command to completion: it
+// returns stdout, and stdout also when the command fails (List needs the rows
+// zfs printed before complaining about a missing root).
+func (e *Exec) run(ctx context.Context, argv []string) ([]byte, error) {
+	p := e.command(ctx, argv)
+	var stdout bytes.Buffer
+	p.cmd.Stdout = &stdout
+	if err := e.start(p); err != nil {
+		return nil, err
+	}
+	err := e.wait(ctx, p)
+	return stdout.Bytes(), err
+}
+
+// command prepares argv under ctx: no shell, LC_ALL=C, stderr captured,
+// SIGTERM when ctx ends and SIGKILL killDelay later. Stdin and stdout are the
+// caller's business.
+func (e *Exec) command(ctx context.Context, argv []string) *process {
+	p := &process{argv: argv}
+	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	p.cmd.Env = commandEnv(os.Environ())
+	p.cmd.Stderr = &p.stderr
+	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
+	p.cmd.WaitDelay = killDelay
+	return p
+}
+
+func (e *Exec) start(p *process) error {
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		err = fmt.Errorf("%s: %w", commandName(p.argv), err)
+		e.report(p, err)
+		return err
+	}
+	return nil
+}
+
+// wait waits for a started command and turns its end into this package's
+// error: the caller's context error if ctx ended, a *CommandError if the
+// command exited non-zero, nil on success.
+func (e *Exec) wait(ctx context.Context, p *process) error {
+	err := p.cmd.Wait()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		err = fmt.Errorf("%s: %w", commandName(p.argv), ctx.Err())
+	case errors.As(err, &exitErr):
+		stderr := p.stderr.String()
+		err = &CommandError{Argv: p.argv, ExitCode: exitErr.ExitCode(), Stderr: stderr, Kind: classify(stderr)}
+	default:
+		err = fmt.Errorf("%s: %w", commandName(p.argv), err)
+	}
+	e.report(p, err)
+	return err
+}
+
+// report logs a finished command and tells OnCommand about it.
+func (e *Exec) report(p *process, err error) {
+	took := time.Since(p.started)
+	e.cfg.Logger.Debug().Strs("argv", p.argv).Dur("duration", took).Err(err).Msg("zfs command")
+	if e.cfg.OnCommand != nil {
+		subcommand := ""
+		if len(p.argv) > 1 {
+			subcommand = p.argv[1]
+		}
+		e.cfg.OnCommand(subcommand, took, err)
+	}
+}
+
+// commandEnv is environ without locale settings, plus LC_ALL=C: the messages
+// classify matches are the untranslated ones.
+func commandEnv(environ []string) []string {
+	env := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		key, _, _ := strings.Cut(kv, "=")
+		if key == "LANG" || key == "LANGUAGE" || strings.HasPrefix(key, "LC_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C")
+}
+
+// checkNames rejects names zfs could read as options (a leading '-') or that
+// are empty, before anything runs.
+func checkNames(names ...string) error {
+	for _, name := range names {
+		if name == "" || strings.HasPrefix(name, "-") || strings.ContainsAny(name, "\t\n") {
+			return fmt.Errorf("zfs: bad dataset name %q: %w", name, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// propertyOptions is "-o", "k=v" for each property, sorted by name.
+func propertyOptions(properties map[string]string) ([]string, error) {
+	assignments, err := sortedAssignments(properties)
+	if err != nil {
+		return nil, err
+	}
+	options := make([]string, 0, 2*len(assignments))
+	for _, assignment := range assignments {
+		options = append(options, "-o", assignment)
+	}
+	return options, nil
+}
+
+// sortedAssignments is "k=v" for each property, sorted by name. Values with a
+// tab or newline are refused: `zfs list -H` could not give them back intact.
+func sortedAssignments(properties map[string]string) ([]string, error) {
+	keys := make([]string, 0, len(properties))
+	for key := range properties {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	assignments := make([]string, 0, len(keys))
+	for _, key := range keys {
+		value := properties[key]
+		if key == "" || strings.HasPrefix(key, "-") || strings.ContainsAny(key, "=\t\n") ||
+			strings.ContainsAny(value, "\t\n") {
+			return nil, fmt.Errorf("zfs: bad property %q=%q: %w", key, value, ErrInvalid)
+		}
+		assignments = append(assignments, key+"="+value)
+	}
+	return assignments, nil
+}

@@ -1,0 +1,233 @@
+package zfs
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+var csiProps = []string{"zfs.csi.dev:csi-name", "zfs.csi.dev:managed"}
+
+func listColumns(userProps ...string) string {
+	columns := datasetColumns
+	for _, prop := range userProps {
+		columns += "," + prop
+	}
+	return columns
+}
+
+func TestListRunsZFSListWithFixedColumnsTypesAndDepth(t *testing.T) {
+	tests := []struct {
+		name string
+		opts ListOptions
+		want []string
+	}{
+		{"Depth 0 lists exactly the roots with -d 0, filesystems and volumes by default",
+			ListOptions{Roots: []string{"tank/csi/pvc-a", "tank/csi/pvc-b"}},
+			[]string{"list", "-H", "-p", "-o", listColumns(), "-t", "filesystem,volume", "-d", "0",
+				"tank/csi/pvc-a", "tank/csi/pvc-b"}},
+		{"A positive depth becomes -d N and user properties follow the fixed columns",
+			ListOptions{Roots: []string{"tank/csi"}, Depth: 1, Types: []Type{Snapshot}, UserProps: csiProps},
+			[]string{"list", "-H", "-p", "-o", listColumns(csiProps...), "-t", "snapshot", "-d", "1", "tank/csi"}},
+		{"Depth -1 recurses without limit",
+			ListOptions{Roots: []string{"tank/csi"}, Depth: -1, Types: []Type{Filesystem, Volume, Snapshot}},
+			[]string{"list", "-H", "-p", "-o", listColumns(), "-t", "filesystem,volume,snapshot", "-r", "tank/csi"}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			fake := newFakeZFS(t)
+			if _, err := NewExec(ExecConfig{}).List(t.Context(), test.opts); err != nil {
+				t.Fatal(err)
+			}
+			if got := fake.argv("zfs.list"); !slices.Equal(got, test.want) {
+				t.Errorf("argv\n got %q\nwant %q", got, test.want)
+			}
+		})
+	}
+}
+
+func TestListRefusesOptionsZFSWouldMisread(t *testing.T) {
+	tests := []struct {
+		name string
+		opts ListOptions
+	}{
+		{"no roots would list every dataset on the host", ListOptions{}},
+		{"a depth below -1 means nothing", ListOptions{Roots: []string{"tank"}, Depth: -2}},
+		{"bookmarks are not a type this package parses", ListOptions{Roots: []string{"tank"}, Types: []Type{"bookmark"}}},
+		{"a native property is not a user property", ListOptions{Roots: []string{"tank"}, UserProps: []string{"used"}}},
+		{"a comma would add a column we do not parse", ListOptions{Roots: []string{"tank"}, UserProps: []string{"a:b,used"}}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			newFakeZFS(t)
+			if _, err := NewExec(ExecConfig{}).List(t.Context(), test.opts); !errors.Is(err, ErrInvalid) {
+				t.Errorf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestListParsesRecordedOutput(t *testing.T) {
+	created := func(seconds int64) time.Time { return time.Unix(seconds, 0).UTC() }
+	tests := []struct {
+		name     string
+		testdata string
+		want     []Dataset
+	}{
+		{"filesystems have a refquota, and unset user properties are absent", "list-filesystems.txt", []Dataset{
+			{Name: "tank/csi", Type: Filesystem, Used: 229376, Referenced: 98304, Available: 8254459904,
+				LogicalUsed: 48640, Creation: created(1732230000)},
+			{Name: "tank/csi/pvc-a", Type: Filesystem, Used: 131072, Referenced: 98304, Available: 1073610752,
+				LogicalUsed: 43520, RefQuota: 1073741824, Creation: created(1732240000),
+				User: map[string]string{"zfs.csi.dev:csi-name": "pvc-a", "zfs.csi.dev:managed": "true"}},
+			{Name: "tank/csi/pvc-ro", Type: Filesystem, Used: 98304, Referenced: 98304, Available: 8254459904,
+				LogicalUsed: 43520, Creation: created(1732240050), ReadOnly: true,
+				User: map[string]string{"zfs.csi.dev:csi-name": "pvc-ro"}},
+		}},
+		{"volumes have a volsize, a volblocksize and a refreservation unless thin", "list-volumes.txt", []Dataset{
+			{Name: "tank/csi/pvc-b", Type: Volume, Used: 1114177536, Referenced: 57344, Available: 8254459904,
+				LogicalUsed: 28672, RefReservation: 1114112000, VolSize: 1073741824, VolBlockSize: 16384,
+				Creation: created(1732240100),
+				User:     map[string]string{"zfs.csi.dev:csi-name": "pvc-b", "zfs.csi.dev:managed": "true"}},
+			{Name: "tank/csi/pvc-thin", Type: Volume, Used: 57344, Referenced: 57344, Available: 8254459904,
+				LogicalUsed: 28672, VolSize: 2147483648, VolBlockSize: 16384, Creation: created(1732240150),
+				User: map[string]string{"zfs.csi.dev:csi-name": "pvc-thin", "zfs.csi.dev:managed": "true"}},
+		}},
+		{"snapshots list their clones and whether a destroy is deferred", "list-snapshots.txt", []Dataset{
+			{Name: "tank/csi/pvc-a@snap-1", Type: Snapshot, Referenced: 98304, LogicalUsed: 43520,
+				Creation: created(1732240200), Clones: []string{"tank/csi/pvc-c", "tank/csi/pvc-d"},
+				User: map[string]string{"zfs.csi.dev:csi-name": "snap-1", "zfs.csi.dev:managed": "true"}},
+			{Name: "tank/csi/pvc-a@snap-2", Type: Snapshot, Referenced: 98304, LogicalUsed: 43520,
+				Creation: created(1732240300), Clones: []string{"tank/csi/pvc-e"}, DeferDestroy: true,
+				User: map[string]string{"zfs.csi.dev:csi-name": "snap-2", "zfs.csi.dev:managed": "true"}},
+			{Name: "tank/csi/pvc-b@snap-3", Type: Snapshot, Referenced: 57344, LogicalUsed: 28672,
+				VolSize: 1073741824, Creation: created(1732240400),
+				User: map[string]string{"zfs.csi.dev:csi-name": "snap-3", "zfs.csi.dev:managed": "true"}},
+		}},
+		{"a clone names the snapshot it came from", "list-clone.txt", []Dataset{
+			{Name: "tank/csi/pvc-c", Type: Filesystem, Origin: "tank/csi/pvc-a@snap-1", Referenced: 98304,
+				Available: 1073741824, RefQuota: 1073741824, Creation: created(1732240500),
+				User: map[string]string{"zfs.csi.dev:csi-name": "pvc-c", "zfs.csi.dev:managed": "true"}},
+		}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			fake := newFakeZFS(t)
+			fake.setFile("zfs.list", "stdout", test.testdata)
+			got, err := NewExec(ExecConfig{}).List(t.Context(), ListOptions{
+				Roots: []string{"tank/csi"}, Depth: -1, UserProps: csiProps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, test.want) {
+				t.Errorf("got\n%+v\nwant\n%+v", got, test.want)
+			}
+		})
+	}
+}
+
+func TestListRejectsARowWithTheWrongNumberOfColumns(t *testing.T) {
+	fake := newFakeZFS(t)
+	fake.setFile("zfs.list", "stdout", "list-tab-in-value.txt")
+	_, err := NewExec(ExecConfig{}).List(t.Context(), ListOptions{Roots: []string{"tank/csi"}, UserProps: csiProps})
+	if err == nil {
+		t.Fatal("a row with a tab inside a user property value parsed without error")
+	}
+}
+
+func TestListWithMissingRoots(t *testing.T) {
+	tests := []struct {
+		name        string
+		skipMissing bool
+		stderr      string
+		wantRows    int
+		wantErr     error
+	}{
+		{"without SkipMissing a missing root is ErrNotFound", false, "", 0, ErrNotFound},
+		{"with SkipMissing the existing roots are listed", true, "", 2, nil},
+		{"with SkipMissing any other complaint is still an error", true,
+			"cannot open 'tank/csi/pvc-gone': dataset does not exist\n" +
+				"cannot open 'tank/csi/pvc-b': pool I/O is currently suspended\n", 0, ErrPoolSuspended},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			fake := newFakeZFS(t)
+			fake.setFile("zfs.list", "stdout", "list-partial.txt")
+			fake.setFile("zfs.list", "stderr", "list-partial.stderr")
+			if test.stderr != "" {
+				fake.set("zfs.list", "stderr", test.stderr)
+			}
+			fake.set("zfs.list", "exit", "1")
+			rows, err := NewExec(ExecConfig{}).List(t.Context(), ListOptions{
+				Roots:       []string{"tank/csi/pvc-a", "tank/csi/pvc-gone", "tank/csi/pvc-b", "tank/csi/pvc-lost@snap-9"},
+				Types:       []Type{Filesystem, Volume, Snapshot},
+				UserProps:   csiProps,
+				SkipMissing: test.skipMissing,
+			})
+			if !errors.Is(err, test.wantErr) || (test.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, test.wantErr)
+			}
+			if len(rows) != test.wantRows {
+				t.Errorf("got %d rows, want %d", len(rows), test.wantRows)
+			}
+		})
+	}
+}
+
+func TestGetFindsASnapshotThroughList(t *testing.T) {
+	fake := newFakeZFS(t)
+	fake.setFile("zfs.list", "stdout", "list-clone.txt")
+	got, err := Get(t.Context(), NewExec(ExecConfig{}), "tank/csi/pvc-c", csiProps)
+	if err != nil || got.Origin != "tank/csi/pvc-a@snap-1" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	want := []string{"list", "-H", "-p", "-o", listColumns(csiProps...), "-t", "filesystem,volume,snapshot",
+		"-d", "0", "tank/csi/pvc-c"}
+	if argv := fake.argv("zfs.list"); !slices.Equal(argv, want) {
+		t.Errorf("argv\n got %q\nwant %q", argv, want)
+	}
+}
+
+func TestPool(t *testing.T) {
+	tests := []struct {
+		name     string
+		testdata string
+		want     Pool
+	}{
+		{"reports sizes in bytes and fragmentation in percent", "zpool-list.txt",
+			Pool{Name: "tank", Health: "ONLINE", Size: 8455716864, Allocated: 1118208, Free: 8454598656, Fragmentation: 3}},
+		{"reads fragmentation '-' as 0", "zpool-list-no-fragmentation.txt",
+			Pool{Name: "tank", Health: "DEGRADED", Size: 8455716864, Allocated: 1118208, Free: 8454598656}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			fake := newFakeZFS(t)
+			fake.setFile("zpool.list", "stdout", test.testdata)
+			got, err := NewExec(ExecConfig{}).Pool(t.Context(), "tank")
+			if err != nil || got != test.want {
+				t.Fatalf("Pool = %+v, %v; want %+v", got, err, test.want)
+			}
+			want := []string{"list", "-H", "-p", "-o", "name,health,size,allocated,free,fragmentation", "tank"}
+			if argv := fake.argv("zpool.list"); !slices.Equal(argv, want) {
+				t.Errorf("argv %q, want %q", argv, want)
+			}
+		})
+	}
+}
+
+func TestPoolThatDoesNotExistIsErrPoolNotFound(t *testing.T) {
+	fake := newFakeZFS(t)
+	fake.fail("zpool.list", "cannot open 'nopool': no such pool\n")
+	if _, err := NewExec(ExecConfig{}).Pool(t.Context(), "nopool"); !errors.Is(err, ErrPoolNotFound) {
+		t.Errorf("err = %v, want ErrPoolNotFound", err)
+	}
+}
+
+func TestParsePoolAcceptsAPercentSign(t *testing.T) {
+	pool, err := parsePool([]byte("tank\tONLINE\t100\t40\t60\t12%\n"))
+	if err != nil || pool.Fragmentation != 12 {
+		t.Errorf("parsePool = %+v, %v", pool, err)
+	}
+}
