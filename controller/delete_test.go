@@ -1,0 +1,251 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+
+)
+
+func fromSnapshot(req *csi.CreateVolumeRequest, snapshotID string) *csi.CreateVolumeRequest {
+	req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapshotID}}}
+	return req
+}
+
+func fromVolume(req *csi.CreateVolumeRequest, volumeID string) *csi.CreateVolumeRequest {
+	req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: volumeID}}}
+	return req
+}
+
+func TestVolumesFromContentSources(t *testing.T) {
+	t.Run("a volume from a snapshot is a clone of it, at least as large as the snapshot's volume", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.create(createRequest("src", 2<<30, mountCapability("")))
+		if err := h.fake.Write(datasetOf(t, source.GetVolumeId()), 100<<20); err != nil {
+			t.Fatal(err)
+		}
+		snapshot := h.snapshot("snap", source.GetVolumeId())
+		h.fake.ResetCalls()
+		clone := h.create(fromSnapshot(createRequest("clone", 0, mountCapability("")), snapshot.GetSnapshotId()))
+		if calls := h.fake.TotalCalls(); calls != 2 {
+			t.Errorf("ran %d commands, want 2 (inspect source, clone): %v", calls, h.fake.Calls())
+		}
+		row := h.dataset(datasetOf(t, clone.GetVolumeId()))
+		if !strings.HasSuffix(row.Origin, "@snap") || row.RefQuota != 2<<30 || clone.GetContentSource().GetSnapshot().GetSnapshotId() != snapshot.GetSnapshotId() {
+			t.Errorf("clone %+v, content source %v", row, clone.GetContentSource())
+		}
+	})
+	t.Run("a smaller size than the source is out of range when the limit forbids growing", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.create(createRequest("src", 2<<30, blockCapability()))
+		snapshot := h.snapshot("snap", source.GetVolumeId())
+		req := fromSnapshot(createRequest("clone", 1<<30, blockCapability()), snapshot.GetSnapshotId())
+		req.CapacityRange.LimitBytes = 1 << 30
+		if _, err := h.server.CreateVolume(context.Background(), req); code(err) != codes.OutOfRange {
+			t.Fatalf("got %v, want OutOfRange", err)
+		}
+	})
+	t.Run("a larger zvol clone grows to the requested size and keeps a reservation", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.create(createRequest("src", 1<<30, blockCapability()))
+		snapshot := h.snapshot("snap", source.GetVolumeId())
+		clone := h.create(fromSnapshot(createRequest("clone", 2<<30, blockCapability()), snapshot.GetSnapshotId()))
+		row := h.dataset(datasetOf(t, clone.GetVolumeId()))
+		if row.VolSize != 2<<30 || row.RefReservation != 2<<30 || clone.GetCapacityBytes() != 2<<30 {
+			t.Errorf("clone volsize=%d refreservation=%d capacity=%d", row.VolSize, row.RefReservation, clone.GetCapacityBytes())
+		}
+	})
+	t.Run("a volume from a volume clones a hidden snapshot that goes with the clone", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.create(createRequest("src", 1<<30, mountCapability("")))
+		clone := h.create(fromVolume(createRequest("clone", 1<<30, mountCapability("")), source.GetVolumeId()))
+		origin := h.dataset(datasetOf(t, clone.GetVolumeId())).Origin
+		if !strings.HasPrefix(origin, datasetOf(t, source.GetVolumeId())+"@"+internalSnapshotPrefix) || !h.dataset(origin).DeferDestroy {
+			t.Fatalf("origin %q is not a deferred internal snapshot", origin)
+		}
+		if snapshots := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(snapshots) != 0 {
+			t.Errorf("internal snapshot is listed: %v", snapshots)
+		}
+		h.deleteVolume(clone.GetVolumeId())
+		if h.fake.Exists(origin) {
+			t.Errorf("internal snapshot %s outlived its clone", origin)
+		}
+	})
+	t.Run("copy mode makes an independent volume with no origin and no leftover snapshot", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.create(createRequest("src", 1<<30, mountCapability("")))
+		if err := h.fake.Write(datasetOf(t, source.GetVolumeId()), 10<<20); err != nil {
+			t.Fatal(err)
+		}
+		req := fromVolume(createRequest("copy", 1<<30, mountCapability("")), source.GetVolumeId())
+		req.Parameters = map[string]string{ParamSourceMode: "copy"}
+		copied := datasetOf(t, h.create(req).GetVolumeId())
+		if row := h.dataset(copied); row.Origin != "" || row.Referenced != 10<<20 || row.RefQuota != 1<<30 {
+			t.Errorf("copy %+v", row)
+		}
+		for _, name := range h.fake.Names() {
+			if strings.Contains(name, "@") {
+				t.Errorf("snapshot %s left behind", name)
+			}
+		}
+		h.deleteVolume(source.GetVolumeId())
+		if h.fake.Exists(datasetOf(t, source.GetVolumeId())) {
+			t.Error("the copy still depends on its source")
+		}
+	})
+	t.Run("a missing source is not found", func(t *testing.T) {
+		h := newHarness(t)
+		for _, req := range []*csi.CreateVolumeRequest{
+			fromSnapshot(createRequest("a", 1<<30, mountCapability("")), testNode+":tank/csi/nope@snap"),
+			fromSnapshot(createRequest("b", 1<<30, mountCapability("")), "garbage"),
+			fromVolume(createRequest("c", 1<<30, mountCapability("")), testNode+":tank/csi/nope"),
+			fromVolume(createRequest("d", 1<<30, mountCapability("")), testNode+":tank/csi/keep"),
+		} {
+			if _, err := h.server.CreateVolume(context.Background(), req); code(err) != codes.NotFound {
+				t.Errorf("%s: got %v, want NotFound", req.GetName(), err)
+			}
+		}
+	})
+	t.Run("a dataset snapshot cannot become a block volume", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.create(createRequest("src", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("snap", source.GetVolumeId())
+		req := fromSnapshot(createRequest("clone", 1<<30, blockCapability()), snapshot.GetSnapshotId())
+		if _, err := h.server.CreateVolume(context.Background(), req); code(err) != codes.InvalidArgument {
+			t.Fatalf("got %v, want InvalidArgument", err)
+		}
+	})
+}
+
+func TestDeleteVolume(t *testing.T) {
+	t.Run("a volume nothing depends on is destroyed in two commands", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		h.fake.ResetCalls()
+		h.deleteVolume(volume.GetVolumeId())
+		if h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+			t.Error("still exists")
+		}
+		if calls := h.fake.TotalCalls(); calls != 2 {
+			t.Errorf("ran %d commands, want 2: %v", calls, h.fake.Calls())
+		}
+		h.deleteVolume(volume.GetVolumeId()) // again: still OK
+	})
+	t.Run("IDs that are malformed or point at datasets the driver does not own are OK and touch nothing", func(t *testing.T) {
+		h := newHarness(t)
+		before := h.fake.Names()
+		for _, id := range []string{"garbage", testNode + ":tank/csi/keep", testNode + ":tank/other", testNode + ":tank",
+			testNode + ":tank/csi", testNode + ":tank/csi/keep/../x", testNode + ":tank/csi/keep@s"} {
+			h.deleteVolume(id)
+		}
+		if after := h.fake.Names(); !slices.Equal(before, after) {
+			t.Errorf("datasets changed from %v to %v", before, after)
+		}
+	})
+	t.Run("a volume of another node is refused, not forgotten", func(t *testing.T) {
+		h := newHarness(t)
+		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "node-b:tank/csi/v"})
+		if code(err) != codes.FailedPrecondition {
+			t.Fatalf("got %v, want FailedPrecondition", err)
+		}
+	})
+	t.Run("a volume with a CSI snapshot is hidden and kept until the snapshot goes", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("s", volume.GetVolumeId())
+		h.deleteVolume(volume.GetVolumeId())
+		dataset := datasetOf(t, volume.GetVolumeId())
+		if row := h.dataset(dataset); row.User[h.props.Deleted] != "true" || !row.ReadOnly {
+			t.Fatalf("not marked deleted and read-only: %+v", row)
+		}
+		if ids := h.listVolumeIDs(); len(ids) != 0 {
+			t.Errorf("deleted volume still listed: %v", ids)
+		}
+		if ids := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(ids) != 1 {
+			t.Errorf("its snapshot should stay listed: %v", ids)
+		}
+		h.deleteSnapshot(snapshot.GetSnapshotId())
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if h.fake.Exists(dataset) {
+			t.Error("reaper left the volume behind")
+		}
+	})
+	t.Run("a volume whose snapshot has a clone waits for the clone, and its name can be reused meanwhile", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("s", volume.GetVolumeId())
+		clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		h.deleteSnapshot(snapshot.GetSnapshotId())
+		h.deleteVolume(volume.GetVolumeId())
+		again := h.create(createRequest("v", 1<<30, mountCapability("")))
+		if again.GetVolumeId() == volume.GetVolumeId() {
+			t.Fatalf("re-created volume reuses the held dataset %s", again.GetVolumeId())
+		}
+		if ids := h.listVolumeIDs(); !slices.Equal(ids, []string{clone.GetVolumeId(), again.GetVolumeId()}) {
+			t.Errorf("listed %v", ids)
+		}
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+			t.Fatal("reaped while a clone still depends on it")
+		}
+		h.deleteVolume(clone.GetVolumeId())
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range h.fake.Names() {
+			if strings.HasPrefix(name, datasetOf(t, volume.GetVolumeId())+"@") || name == datasetOf(t, volume.GetVolumeId()) {
+				t.Errorf("orphan left: %s", name)
+			}
+		}
+		if !h.fake.Exists(datasetOf(t, again.GetVolumeId())) {
+			t.Error("the new volume of the same name went too")
+		}
+	})
+	t.Run("a mounted volume is refused with FAILED_PRECONDITION and kept", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		h.fake.SetBusy(datasetOf(t, volume.GetVolumeId()), true)
+		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
+		if code(err) != codes.FailedPrecondition || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("the reaper removes an internal snapshot whose clone never came", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		leftover := datasetOf(t, volume.GetVolumeId()) + "@" + internalSnapshotPrefix + "x"
+		if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if h.fake.Exists(leftover) || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+			t.Error("reaper kept the leftover or took the volume")
+		}
+	})
+}
+
+func (h *harness) listSnapshotIDs(req *csi.ListSnapshotsRequest) []string {
+	h.t.Helper()
+	response, err := h.server.ListSnapshots(context.Background(), req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var ids []string
+	for _, entry := range response.GetEntries() {
+		ids = append(ids, entry.GetSnapshot().GetSnapshotId())
+	}
+	return ids
+}
+

@@ -1,0 +1,192 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+)
+
+func TestSnapshots(t *testing.T) {
+	t.Run("a snapshot costs one list and one zfs snapshot and is ready at once", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		if err := h.fake.Write(datasetOf(t, volume.GetVolumeId()), 7<<20); err != nil {
+			t.Fatal(err)
+		}
+		h.fake.ResetCalls()
+		snapshot := h.snapshot("s", volume.GetVolumeId())
+		if calls := h.fake.TotalCalls(); calls != 2 {
+			t.Errorf("ran %d commands, want 2: %v", calls, h.fake.Calls())
+		}
+		if !snapshot.GetReadyToUse() || snapshot.GetSizeBytes() != 7<<20 || snapshot.GetSourceVolumeId() != volume.GetVolumeId() ||
+			snapshot.GetCreationTime() == nil {
+			t.Errorf("snapshot %v", snapshot)
+		}
+		got, err := h.server.GetSnapshot(context.Background(), &csi.GetSnapshotRequest{SnapshotId: snapshot.GetSnapshotId()})
+		if err != nil || got.GetSnapshot().GetSizeBytes() != 7<<20 || !got.GetSnapshot().GetCreationTime().IsValid() {
+			t.Errorf("GetSnapshot: %v, %v", got, err)
+		}
+	})
+	t.Run("the same name twice returns the same snapshot; of another volume it already exists", func(t *testing.T) {
+		h := newHarness(t)
+		first := h.create(createRequest("a", 1<<30, mountCapability("")))
+		second := h.create(createRequest("b", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("s", first.GetVolumeId())
+		if again := h.snapshot("s", first.GetVolumeId()); again.GetSnapshotId() != snapshot.GetSnapshotId() {
+			t.Errorf("got %s then %s", snapshot.GetSnapshotId(), again.GetSnapshotId())
+		}
+		_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: second.GetVolumeId()})
+		if code(err) != codes.AlreadyExists {
+			t.Errorf("got %v, want AlreadyExists", err)
+		}
+	})
+	t.Run("snapshots of datasets the driver does not own are refused", func(t *testing.T) {
+		h := newHarness(t)
+		for _, source := range []string{testNode + ":tank/csi/keep", testNode + ":tank/csi/missing", "node-b:tank/csi/v", "garbage"} {
+			_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: source})
+			if code(err) != codes.NotFound {
+				t.Errorf("%s: got %v, want NotFound", source, err)
+			}
+		}
+		if h.fake.Exists("tank/csi/keep@s") {
+			t.Error("snapshotted the operator's dataset")
+		}
+	})
+	t.Run("a snapshot with clones is destroyed deferred: hidden now, gone with its last clone", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("s", volume.GetVolumeId())
+		clone := h.create(fromSnapshot(createRequest("c", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		h.deleteSnapshot(snapshot.GetSnapshotId())
+		if ids := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(ids) != 0 {
+			t.Errorf("deferred snapshot still listed: %v", ids)
+		}
+		if _, err := h.server.GetSnapshot(context.Background(), &csi.GetSnapshotRequest{SnapshotId: snapshot.GetSnapshotId()}); code(err) != codes.NotFound {
+			t.Errorf("GetSnapshot of a deleted snapshot: %v", err)
+		}
+		h.deleteSnapshot(snapshot.GetSnapshotId()) // again: OK
+		h.deleteVolume(clone.GetVolumeId())
+		if _, zfsName, _ := h.server.snapshotName(snapshot.GetSnapshotId()); h.fake.Exists(zfsName + "@s") {
+			t.Error("snapshot outlived its last clone")
+		}
+	})
+	t.Run("a volume cannot be made from a deleted snapshot", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("s", volume.GetVolumeId())
+		h.create(fromSnapshot(createRequest("c", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		h.deleteSnapshot(snapshot.GetSnapshotId())
+		_, err := h.server.CreateVolume(context.Background(), fromSnapshot(createRequest("d", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		if code(err) != codes.NotFound {
+			t.Errorf("got %v, want NotFound", err)
+		}
+	})
+}
+
+func TestListSnapshotsFilters(t *testing.T) {
+	h := newHarness(t)
+	a := h.create(createRequest("a", 1<<30, mountCapability("")))
+	b := h.create(createRequest("b", 1<<30, mountCapability("")))
+	sa1, sa2, sb := h.snapshot("a1", a.GetVolumeId()), h.snapshot("a2", a.GetVolumeId()), h.snapshot("b1", b.GetVolumeId())
+	tests := []struct {
+		name string
+		req  *csi.ListSnapshotsRequest
+		want []string
+	}{
+		{"all snapshots, sorted by ID", &csi.ListSnapshotsRequest{}, []string{sa1.GetSnapshotId(), sa2.GetSnapshotId(), sb.GetSnapshotId()}},
+		{"by source volume", &csi.ListSnapshotsRequest{SourceVolumeId: a.GetVolumeId()}, []string{sa1.GetSnapshotId(), sa2.GetSnapshotId()}},
+		{"by snapshot ID", &csi.ListSnapshotsRequest{SnapshotId: sb.GetSnapshotId()}, []string{sb.GetSnapshotId()}},
+		{"by an unknown snapshot ID", &csi.ListSnapshotsRequest{SnapshotId: testNode + ":tank/csi/a@nope"}, nil},
+		{"by a malformed snapshot ID", &csi.ListSnapshotsRequest{SnapshotId: "nope"}, nil},
+		{"by an unknown source volume", &csi.ListSnapshotsRequest{SourceVolumeId: testNode + ":tank/csi/nope"}, nil},
+		{"a page after a token", &csi.ListSnapshotsRequest{StartingToken: sa1.GetSnapshotId(), MaxEntries: 1}, []string{sa2.GetSnapshotId()}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if got := h.listSnapshotIDs(test.req); !slices.Equal(got, test.want) {
+				t.Errorf("got %v, want %v", got, test.want)
+			}
+		})
+	}
+	t.Run("a token not issued by this plugin is aborted", func(t *testing.T) {
+		_, err := h.server.ListSnapshots(context.Background(), &csi.ListSnapshotsRequest{StartingToken: "bogus"})
+		if code(err) != codes.Aborted {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+func TestListVolumesPagination(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, h.create(createRequest(fmt.Sprintf("v%d", i), 1<<20, mountCapability(""))).GetVolumeId())
+	}
+	t.Run("pages cover every volume once, one zfs list per page", func(t *testing.T) {
+		var seen []string
+		token := ""
+		for pages := 0; pages < 10; pages++ {
+			h.fake.ResetCalls()
+			response, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls := h.fake.TotalCalls(); calls != 1 {
+				t.Errorf("page ran %d commands", calls)
+			}
+			for _, entry := range response.GetEntries() {
+				seen = append(seen, entry.GetVolume().GetVolumeId())
+			}
+			if token = response.GetNextToken(); token == "" {
+				break
+			}
+		}
+		if !slices.Equal(seen, ids) {
+			t.Errorf("paged %v, want %v", seen, ids)
+		}
+	})
+	t.Run("a token survives a restart and volumes deleted or added between pages", func(t *testing.T) {
+		first, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{MaxEntries: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.deleteVolume(ids[1]) // the page's last entry, which the token names
+		added := h.create(createRequest("v9", 1<<20, mountCapability(""))).GetVolumeId()
+		restarted, err := New(h.server.cfg, h.fake, h.server.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, err := restarted.ListVolumes(context.Background(), &csi.ListVolumesRequest{StartingToken: first.GetNextToken()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, entry := range rest.GetEntries() {
+			got = append(got, entry.GetVolume().GetVolumeId())
+		}
+		if want := []string{ids[2], ids[3], ids[4], added}; !slices.Equal(got, want) {
+			t.Errorf("rest %v, want %v", got, want)
+		}
+	})
+	t.Run("a bad token is aborted and a negative page size invalid", func(t *testing.T) {
+		for token, want := range map[string]codes.Code{"invalid-token": codes.Aborted, "node-b:tank/csi/v0": codes.Aborted} {
+			if _, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{StartingToken: token}); code(err) != want {
+				t.Errorf("token %q: got %v", token, err)
+			}
+		}
+		if _, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{MaxEntries: -1}); code(err) != codes.InvalidArgument {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("only the driver's live volumes are listed", func(t *testing.T) {
+		for _, id := range h.listVolumeIDs() {
+			if id == testNode+":tank/csi/keep" {
+				t.Error("listed the operator's dataset")
+			}
+		}
+	})
+}

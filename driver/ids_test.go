@@ -1,0 +1,96 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+func TestParseIDs(t *testing.T) {
+	tests := []struct {
+		id                    string
+		volume, snapshot      bool
+		wantNode, wantDataset string
+	}{
+		{id: "node-a:tank/csi/v", volume: true, wantNode: "node-a", wantDataset: "tank/csi/v"},
+		{id: "node-a:tank/csi/v:2", volume: true, wantNode: "node-a", wantDataset: "tank/csi/v:2"},
+		{id: "node-a:tank/csi/v@s", snapshot: true, wantNode: "node-a", wantDataset: "tank/csi/v"},
+		{id: "tank/csi/v"},
+		{id: ":tank/csi/v"},
+		{id: "node-a:"},
+		{id: "node-a:tank//v"},
+		{id: "node-a:tank/../v"},
+		{id: "node-a:/tank/v"},
+		{id: "node-a:tank/v@"},
+		{id: "node-a:tank/v@a@b"},
+		{id: "node-a:tank/v w"},
+		{id: "node-a:" + strings.Repeat("a", 130)},
+	}
+	for _, test := range tests {
+		t.Run(test.id, func(t *testing.T) {
+			node, dataset, err := ParseVolumeID(test.id)
+			if (err == nil) != test.volume || (err == nil && (node != test.wantNode || dataset != test.wantDataset)) {
+				t.Errorf("ParseVolumeID = %q, %q, %v", node, dataset, err)
+			}
+			node, dataset, _, err = ParseSnapshotID(test.id)
+			if (err == nil) != test.snapshot || (err == nil && (node != test.wantNode || dataset != test.wantDataset)) {
+				t.Errorf("ParseSnapshotID = %q, %q, %v", node, dataset, err)
+			}
+		})
+	}
+}
+
+func TestStatusMapsEachTypedError(t *testing.T) {
+	tests := []struct {
+		err  error
+		want codes.Code
+	}{
+		{&zfs.CommandError{Kind: zfs.ErrNotFound}, codes.NotFound},
+		{&zfs.CommandError{Kind: zfs.ErrExists}, codes.AlreadyExists},
+		{&zfs.CommandError{Kind: zfs.ErrBusy}, codes.FailedPrecondition},
+		{&zfs.CommandError{Kind: zfs.ErrHasDependents}, codes.FailedPrecondition},
+		{&zfs.CommandError{Kind: zfs.ErrNoSpace}, codes.ResourceExhausted},
+		{&zfs.CommandError{Kind: zfs.ErrInvalid}, codes.InvalidArgument},
+		{&zfs.CommandError{Kind: zfs.ErrPoolSuspended}, codes.Unavailable},
+		{&zfs.CommandError{Kind: zfs.ErrPermission}, codes.PermissionDenied},
+		{&zfs.CommandError{}, codes.Internal},
+		{context.DeadlineExceeded, codes.DeadlineExceeded},
+		{errors.Join(errors.New("zfs list"), context.Canceled), codes.Canceled},
+		{status.Error(codes.Aborted, "busy"), codes.Aborted},
+		{errors.New("anything else"), codes.Internal},
+	}
+	for _, test := range tests {
+		if got := status.Code(Status(test.err)); got != test.want {
+			t.Errorf("Status(%v) has code %s, want %s", test.err, got, test.want)
+		}
+	}
+	if Status(nil) != nil {
+		t.Error("Status(nil) is not nil")
+	}
+}
+
+func TestInFlightRefusesASecondCallOnAnyKey(t *testing.T) {
+	inflight := NewInFlight()
+	release, err := inflight.Acquire("a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inflight.Acquire("c", "b"); status.Code(err) != codes.Aborted {
+		t.Fatalf("got %v, want Aborted", err)
+	}
+	if release2, err := inflight.Acquire("c"); err != nil {
+		t.Fatalf("c was taken by the refused call: %v", err)
+	} else {
+		release2()
+	}
+	release()
+	if _, err := inflight.Acquire("a", "b"); err != nil {
+		t.Fatalf("keys not released: %v", err)
+	}
+}
