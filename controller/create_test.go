@@ -200,7 +200,9 @@ func TestCreateVolumeIsIdempotent(t *testing.T) {
 		change func(req *csi.CreateVolumeRequest)
 	}{
 		{"a larger size", func(req *csi.CreateVolumeRequest) { req.CapacityRange.RequiredBytes = 2 << 30 }},
-		{"block access", func(req *csi.CreateVolumeRequest) { req.VolumeCapabilities = []*csi.VolumeCapability{blockCapability()} }},
+		{"block access", func(req *csi.CreateVolumeRequest) {
+			req.VolumeCapabilities = []*csi.VolumeCapability{blockCapability()}
+		}},
 		{"other parameters", func(req *csi.CreateVolumeRequest) { req.Parameters = map[string]string{"zfs.compression": "zstd"} }},
 		{"a content source", func(req *csi.CreateVolumeRequest) {
 			req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{

@@ -8,7 +8,6 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
-
 )
 
 func fromSnapshot(req *csi.CreateVolumeRequest, snapshotID string) *csi.CreateVolumeRequest {
@@ -248,4 +247,3 @@ func (h *harness) listSnapshotIDs(req *csi.ListSnapshotsRequest) []string {
 	}
 	return ids
 }
-
