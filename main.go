@@ -48,8 +48,27 @@ func (l *stringList) Set(value string) error {
 	return nil
 }
 
+// subcommands are the tools besides the daemon, each in its own file
+// (cmd_<name>.go). With no subcommand, or with "serve", the daemon runs.
+var subcommands = map[string]struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}{}
+
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	} else if len(args) > 0 {
+		if command, ok := subcommands[args[0]]; ok {
+			if err := command.run(args[1:], os.Stdout, os.Stderr); err != nil {
+				fmt.Fprintf(os.Stderr, "zfs-csi %s: %v\n", args[0], err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	if err := run(args, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "zfs-csi:", err)
 		os.Exit(1)
 	}
