@@ -70,6 +70,7 @@ var stderrKinds = []struct {
 	{"read-only property", ErrInvalid},
 	{"apply to datasets of this type", ErrInvalid},
 	{"not applicable to datasets of this type", ErrInvalid},
+	{"does not apply to pools", ErrInvalid},
 	{"volume size cannot be zero", ErrInvalid},
 	{"is not expected here", ErrInvalid},
 	{"delimiter in snapshot name", ErrInvalid},

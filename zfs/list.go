@@ -20,14 +20,19 @@ const (
 )
 
 // List runs `zfs list -H -p -o <columns> -t <types> -d N|-r <roots…>` and
-// parses every row strictly: a row with the wrong number of columns (a user
-// property value holding a tab or newline) is an error, never skipped.
+// parses every row strictly: a row with the wrong number of columns is an
+// error, never skipped (zfs stores tabs and newlines in user property values
+// as given, and `-H` output cannot carry them).
 //
-// Depth 0 passes `-d 0` rather than no depth flag: without one, zfs lists a
+// Depth 0 passes `-d 0` rather than no depth flag. Without one, zfs lists a
 // filesystem's snapshots when -t is exactly "snapshot" (cmd/zfs/zfs_main.c,
-// zfs_do_list) and refuses a root whose type is not in -t, while `-d 0` lists
-// exactly the roots of the requested types. A user property set to "-" reads
-// as unset: zfs prints both the same way.
+// zfs_do_list) and refuses every root whose type is not in -t. With `-d 0` it
+// lists exactly the roots of the requested types, and skips a root of another
+// type if it is a filesystem (or a volume, when Types has Snapshot); other
+// mismatches zfs still refuses, which comes back as ErrInvalid. Rows come
+// sorted by name across all roots (snapshots after their dataset, oldest
+// first), each dataset once. A user property set to "-" reads as unset: zfs
+// prints both the same way.
 //
 // When some roots do not exist zfs prints the others and exits 1; List then
 // returns ErrNotFound, or, with SkipMissing, the rows of the roots that exist.
