@@ -117,8 +117,9 @@ type Interface interface {
 	Destroy(ctx context.Context, name string, opts DestroyOptions) error
 	// Set sets properties of a dataset or snapshot in one command.
 	Set(ctx context.Context, name string, properties map[string]string) error
-	// List reports datasets as selected by opts, in `zfs list` order (sorted by
-	// name within each root).
+	// List reports datasets as selected by opts. The order is zfs's own
+	// (all roots merged, snapshots after their dataset): callers that need an
+	// order sort the rows themselves.
 	List(ctx context.Context, opts ListOptions) ([]Dataset, error)
 	// Pool reports one pool.
 	Pool(ctx context.Context, name string) (Pool, error)
