@@ -87,7 +87,7 @@ prepare_share() {
 	local mode="$1"
 	rm -rf "$SHARE"
 	mkdir -p "$SHARE/guest" "$RESULTS"
-	cp "$E2E_DIR"/guest/*.sh "$SHARE/guest/"
+	cp -r "$E2E_DIR"/guest/. "$SHARE/guest/"
 	echo "$mode" >"$SHARE/mode"
 }
 

@@ -9,6 +9,7 @@
 PARENT_DATASET=$POOL/csi
 SANITY_VOLUME_SIZE=$((64 << 20))         # small: thick zvols reserve their full size
 SANITY_VOLUME_EXPAND_SIZE=$((128 << 20))
+SANITY_FILES=$GUEST_DIR/sanity # YAML parameter files for csi-sanity
 
 # Spec-name regexps that csi-sanity skips, each with the reason. Every skip of
 # the harness lives here, so the list shrinks visibly as the driver grows.
@@ -41,12 +42,12 @@ sanity_run() {
 	shift
 	local skip log="$RESULTS/sanity-$name.log"
 	skip="$(IFS='|'; echo "${SANITY_SKIP[*]}")"
-	mkdir -p /tmp/csi-mount /tmp/csi-staging
 	"$SHARE/csi-sanity" \
 		--csi.endpoint="$DRIVER_SOCKET" \
 		--csi.testvolumesize="$SANITY_VOLUME_SIZE" \
 		--csi.testvolumeexpandsize="$SANITY_VOLUME_EXPAND_SIZE" \
-		--csi.mountdir=/tmp/csi-mount --csi.stagingdir=/tmp/csi-staging \
+		--csi.testvolumemutableparameters="$SANITY_FILES/mutable-parameters.yaml" \
+		--csi.mountdir="/tmp/csi-$name-mount" --csi.stagingdir="/tmp/csi-$name-staging" \
 		--ginkgo.skip="$skip" \
 		--ginkgo.junit-report="$RESULTS/sanity-$name.xml" \
 		--ginkgo.no-color --ginkgo.timeout=30m \
