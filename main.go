@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ type options struct {
 	logFormat    string
 	reapInterval time.Duration
 	stopTimeout  time.Duration
+	node         node.Options
 }
 
 // stringList is a repeatable flag; from the environment it is comma-separated.
@@ -87,12 +89,17 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	flags.StringVar(&opts.logLevel, "log-level", env("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
 	flags.StringVar(&opts.logFormat, "log-format", env("ZFS_CSI_LOG_FORMAT", "json"), "json or console [ZFS_CSI_LOG_FORMAT]")
 	flags.DurationVar(&opts.reapInterval, "reap-interval", envDuration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
+	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", envInt("ZFS_CSI_MAX_VOLUMES_PER_NODE", 0), "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
+	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", envDuration("ZFS_CSI_DEVICE_TIMEOUT", node.DefaultDeviceTimeout), "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", envDuration("ZFS_CSI_STOP_TIMEOUT", 30*time.Second), "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
 	if err := flags.Parse(args); err != nil {
 		return opts, err
 	}
 	if flags.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	if opts.node.MaxVolumesPerNode < 0 {
+		return opts, fmt.Errorf("--max-volumes-per-node must not be negative")
 	}
 	opts.ParentDatasets = parents
 	if len(parents) == 0 {
@@ -135,7 +142,7 @@ func run(args []string, stderr io.Writer) error {
 	server := driver.NewServer(log, driver.Services{
 		Identity:   driver.NewIdentity(opts.Config, log, ready, true),
 		Controller: controllerService,
-		Node:       node.New(opts.Config, 0),
+		Node:       node.New(opts.Config, z, node.NewMounter(log), log, opts.node),
 	})
 	if err := server.Listen(opts.endpoint); err != nil {
 		return err
@@ -170,6 +177,13 @@ func newLogger(level, format string, out io.Writer) (zerolog.Logger, error) {
 
 func env(name, fallback string) string {
 	if value, ok := os.LookupEnv(name); ok {
+		return value
+	}
+	return fallback
+}
+
+func envInt(name string, fallback int64) int64 {
+	if value, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
 		return value
 	}
 	return fallback

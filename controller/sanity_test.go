@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
@@ -31,7 +32,7 @@ func TestSanity(t *testing.T) {
 	}
 	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, fake, cfg) }
 	server := driver.NewServer(log, driver.Services{Identity: driver.NewIdentity(cfg, log, ready, true), Controller: service,
-		Node: node.New(cfg, 0)})
+		Node: node.New(cfg, fake, fakeHost(fake), log, node.Options{})})
 	socket := filepath.Join(t.TempDir(), "csi.sock")
 	if err := server.Listen("unix://" + socket); err != nil {
 		t.Fatal(err)
@@ -50,11 +51,22 @@ func TestSanity(t *testing.T) {
 
 	RegisterFailHandler(Fail)
 	suiteConfig, reporterConfig := GinkgoConfiguration()
-	suiteConfig.SkipStrings = []string{
-		// The Node service only answers NodeGetInfo and NodeGetCapabilities
-		// so far: staging and publishing come with their own issue.
-		"Node Service",
-	}
 	RunSpecs(t, "zfs-csi sanity (fake ZFS)", suiteConfig, reporterConfig)
 	context.Finalize()
+}
+
+// fakeHost is the node's host for the suite: it mounts the fake's datasets
+// and shows a device for each of its zvols.
+func fakeHost(fake *zfs.Fake) *node.FakeMounter {
+	host := node.NewFakeMounter()
+	host.Datasets = fake.Exists
+	host.Zvols = func(link string) (uint64, bool) {
+		rows, err := fake.List(context.Background(), zfs.ListOptions{Roots: []string{strings.TrimPrefix(link, "/dev/zvol/")},
+			Types: []zfs.Type{zfs.Volume}, SkipMissing: true})
+		if err != nil || len(rows) == 0 {
+			return 0, false
+		}
+		return rows[0].VolSize, true
+	}
+	return host
 }

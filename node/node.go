@@ -1,27 +1,78 @@
 // Package node implements the CSI Node service: it tells the CO which node it
-// is and where that node sits in the topology. Staging and publishing
-// (mounting datasets, formatted zvols and raw block devices) come next; until
-// then those RPCs answer UNIMPLEMENTED and no node capability is advertised.
+// is, stages and publishes volumes on this host, reports their usage and
+// grows their filesystems.
+//
+// A ZFS dataset (mountpoint=legacy) is mounted at the staging path and
+// bind-mounted at each target; a formatted zvol is formatted on first stage
+// (only when blank), mounted at the staging path and bind-mounted likewise; a
+// raw block zvol's device node is bind-mounted onto a file in the staging
+// directory and from there onto a file at each target. A read-only publish is
+// a bind mount remounted read-only, plus the kernel's read-only flag on the
+// device for raw block.
+//
+// ZFS is the only state (DESIGN decision 1), and the mount table is the
+// node's: every call reads /proc/self/mountinfo to learn what is staged or
+// published, so repeated calls are idempotent and calls after a reboot (no
+// mounts left) restore access. Staging is the one call that reads ZFS (one
+// zfs list), to enforce the ownership guard; the others act only on mounts
+// the guard already let through.
 package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
+
+// Options tune the Node service.
+type Options struct {
+	// MaxVolumesPerNode is reported to the CO; 0 means unlimited.
+	MaxVolumesPerNode int64
+	// DeviceTimeout bounds the wait for a zvol's /dev/zvol link (udev makes
+	// it asynchronously after the zvol appears); 0 means DefaultDeviceTimeout.
+	DeviceTimeout time.Duration
+}
+
+// DefaultDeviceTimeout is how long staging waits for a zvol's device link
+// unless the CO's deadline comes first.
+const DefaultDeviceTimeout = time.Minute
+
+// zvolDeviceDir holds the links udev makes for zvols: /dev/zvol/<dataset>.
+const zvolDeviceDir = "/dev/zvol"
+
+// blockStagingFile is the file in a raw block volume's staging directory
+// onto which its device node is bind-mounted.
+const blockStagingFile = "zvol"
 
 // Server is the CSI Node service.
 type Server struct {
 	csi.UnimplementedNodeServer
-	cfg               driver.Config
-	maxVolumesPerNode int64
+	cfg      driver.Config
+	opts     Options
+	zfs      zfs.Interface
+	mounter  Mounter
+	log      zerolog.Logger
+	props    driver.UserProps
+	inflight *driver.InFlight
 }
 
-// New builds the service; maxVolumesPerNode 0 means unlimited.
-func New(cfg driver.Config, maxVolumesPerNode int64) *Server {
-	return &Server{cfg: cfg, maxVolumesPerNode: maxVolumesPerNode}
+// New builds the service; cfg must be valid (driver.Config.Validate).
+func New(cfg driver.Config, z zfs.Interface, mounter Mounter, log zerolog.Logger, opts Options) *Server {
+	if opts.DeviceTimeout <= 0 {
+		opts.DeviceTimeout = DefaultDeviceTimeout
+	}
+	return &Server{cfg: cfg, opts: opts, zfs: z, mounter: mounter, log: log,
+		props: driver.NewUserProps(cfg.DriverName), inflight: driver.NewInFlight()}
 }
 
 // NodeGetInfo implements csi.NodeServer: the node ID and the topology segment
@@ -29,12 +80,227 @@ func New(cfg driver.Config, maxVolumesPerNode int64) *Server {
 func (s *Server) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{
 		NodeId:             s.cfg.NodeID,
-		MaxVolumesPerNode:  s.maxVolumesPerNode,
+		MaxVolumesPerNode:  s.opts.MaxVolumesPerNode,
 		AccessibleTopology: &csi.Topology{Segments: s.cfg.Topology()},
 	}, nil
 }
 
+// nodeCapabilities leave out VOLUME_MOUNT_GROUP: neither ZFS nor ext4 nor xfs
+// has a mount option that makes a group own the files, so it could not be
+// honoured as the spec requires. Kubernetes' fsGroupPolicy File (kubelet
+// changing ownership itself) needs nothing from the driver.
+var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
+	csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+}
+
 // NodeGetCapabilities implements csi.NodeServer.
 func (s *Server) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{}, nil
+	capabilities := make([]*csi.NodeServiceCapability, 0, len(nodeCapabilities))
+	for _, rpc := range nodeCapabilities {
+		capabilities = append(capabilities, &csi.NodeServiceCapability{
+			Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: rpc}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: capabilities}, nil
+}
+
+// volumeRef is a volume ID that passed the ownership checks that need no
+// ZFS: it parses, names this node, and its dataset is a child of an allowed
+// parent (DESIGN decision 2).
+type volumeRef struct {
+	id      string
+	dataset string
+}
+
+// devicePath is where udev links the zvol's device node.
+func (v volumeRef) devicePath() string { return zvolDeviceDir + "/" + v.dataset }
+
+// required checks that the named fields (name, value, name, value, …) are
+// set. Handlers call it before anything else: a missing field is
+// INVALID_ARGUMENT whatever else is wrong with the request.
+func required(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			return invalid("%s is required", fields[i])
+		}
+	}
+	return nil
+}
+
+// parseVolume checks a volume ID: anything this node cannot own is NOT_FOUND.
+func (s *Server) parseVolume(volumeID string) (volumeRef, error) {
+	nodeID, dataset, err := driver.ParseVolumeID(volumeID)
+	switch {
+	case err != nil:
+		return volumeRef{}, volumeNotFound(volumeID, "it is not a volume ID of this driver")
+	case nodeID != s.cfg.NodeID:
+		return volumeRef{}, volumeNotFound(volumeID, fmt.Sprintf("it lives on node %q, this is node %q", nodeID, s.cfg.NodeID))
+	case !s.cfg.OwnedDataset(dataset):
+		return volumeRef{}, volumeNotFound(volumeID, "its dataset is not under a parent dataset of this driver")
+	}
+	return volumeRef{id: volumeID, dataset: dataset}, nil
+}
+
+// lock takes the volume's in-flight key; a concurrent call on the same
+// volume gets ABORTED and the CO retries.
+func (s *Server) lock(volume volumeRef) (func(), error) {
+	return s.inflight.Acquire("volume/" + volume.id)
+}
+
+// volumeMounts recognises a volume's mounts in the mount table.
+type volumeMounts struct {
+	dataset string
+	link    string // /dev/zvol/<dataset>
+	device  string // the node the link resolves to (/dev/zd0), "" when there is none
+}
+
+// mountsOf prepares the recognition of a volume's mounts; it resolves the
+// zvol link, which a dataset does not have.
+func (s *Server) mountsOf(volume volumeRef) (volumeMounts, error) {
+	device, err := s.mounter.ResolveDevice(volume.devicePath())
+	if errors.Is(err, ErrNoDevice) {
+		device, err = "", nil
+	}
+	return volumeMounts{dataset: volume.dataset, link: volume.devicePath(), device: device}, err
+}
+
+// owns reports whether a mount shows this volume: the dataset itself, a
+// filesystem on the zvol (btrfs reports the path it was mounted with, the
+// others the device node), or the zvol's device node bind-mounted from /dev.
+func (v volumeMounts) owns(mount MountInfo) bool {
+	switch {
+	case mount.FSType == "zfs":
+		return mount.Source == v.dataset
+	case v.device == "":
+		return false
+	case mount.Source == v.device || mount.Source == v.link:
+		return mount.Root == "/"
+	default:
+		return v.isDeviceBind(mount)
+	}
+}
+
+// isDeviceBind reports whether a mount is the zvol's device node itself.
+func (v volumeMounts) isDeviceBind(mount MountInfo) bool {
+	return v.device != "" && mount.Root == "/"+filepath.Base(v.device) && mount.FSType == "devtmpfs"
+}
+
+// others are the volume's mounts outside the given paths: its other
+// publishes (and any mount an operator made).
+func (v volumeMounts) others(mounts []MountInfo, except ...string) []MountInfo {
+	var found []MountInfo
+	for _, mount := range mounts {
+		if v.owns(mount) && !contains(except, mount.MountPoint) {
+			found = append(found, mount)
+		}
+	}
+	return found
+}
+
+// lookupVolume reads the volume from ZFS (one zfs list) and enforces the
+// rest of the ownership guard: it exists, is a filesystem or volume, carries
+// the managed mark and is not deleted. A volume_context, when given, must
+// agree with what ZFS says.
+func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeContext map[string]string) (zfs.Dataset, error) {
+	row, err := zfs.Get(ctx, s.zfs, volume.dataset, s.props.All())
+	if errors.Is(err, zfs.ErrNotFound) {
+		return zfs.Dataset{}, volumeNotFound(volume.id, "its dataset does not exist")
+	}
+	if err != nil {
+		return zfs.Dataset{}, err
+	}
+	if row.Type == zfs.Snapshot || row.User[s.props.Managed] != "true" || row.User[s.props.Deleted] != "" {
+		return zfs.Dataset{}, volumeNotFound(volume.id, fmt.Sprintf("%s is not a live volume of %s", row.Name, s.cfg.DriverName))
+	}
+	kind, fsType := s.kindOf(row)
+	if given, ok := volumeContext[driver.ContextKind]; ok && given != kind {
+		return zfs.Dataset{}, invalid("volume_context says %s=%s, but the volume is a %s", driver.ContextKind, given, kind)
+	}
+	if given, ok := volumeContext[driver.ContextFSType]; ok && given != fsType {
+		return zfs.Dataset{}, invalid("volume_context says %s=%q, but the volume has %q", driver.ContextFSType, given, fsType)
+	}
+	return row, nil
+}
+
+// kindOf says what a volume is, in the terms of its volume_context.
+func (s *Server) kindOf(row zfs.Dataset) (kind, fsType string) {
+	if row.Type == zfs.Volume {
+		return driver.KindZvol, row.User[s.props.FSType]
+	}
+	return driver.KindDataset, "zfs"
+}
+
+// serves explains why a volume of this kind cannot serve a capability, or
+// is "". The kind is fixed at creation (DESIGN decision 4): a dataset is
+// only mounted, a raw zvol only used as a block device, a formatted zvol
+// mounted with its own filesystem type or used as a block device.
+func serves(kind, fsType string, capability *csi.VolumeCapability) string {
+	requested := capability.GetMount().GetFsType()
+	switch {
+	case capability.GetBlock() != nil && kind == driver.KindDataset:
+		return "block access needs a zvol; this volume is a ZFS dataset"
+	case capability.GetBlock() != nil:
+		return ""
+	case kind == driver.KindDataset && !driver.IsDatasetFSType(requested):
+		return fmt.Sprintf("this volume is a ZFS dataset, not mountable as %q", requested)
+	case kind == driver.KindZvol && fsType == "":
+		return "this volume is a raw block zvol without a filesystem; it can only be used as a block device"
+	case kind == driver.KindZvol && requested != fsType:
+		return fmt.Sprintf("this volume is a zvol formatted %s, not mountable as %q", fsType, requested)
+	}
+	return ""
+}
+
+// checkCapability validates a request's capability: a missing or malformed
+// one is INVALID_ARGUMENT, one the driver never serves (MULTI_NODE modes,
+// unknown filesystems) FAILED_PRECONDITION, as the spec's "exceeds
+// capabilities". It returns the mount flags sorted for use.
+func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
+	switch {
+	case capability == nil:
+		return mountOptions{}, invalid("volume_capability is required")
+	case capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_UNKNOWN:
+		return mountOptions{}, invalid("volume_capability has no access mode")
+	case capability.GetBlock() == nil && capability.GetMount() == nil:
+		return mountOptions{}, invalid("volume_capability has no access type (mount or block)")
+	case capability.GetMount().GetVolumeMountGroup() != "":
+		return mountOptions{}, invalid("volume_mount_group is not supported (no VOLUME_MOUNT_GROUP capability)")
+	}
+	if problem := driver.CapabilityProblem(capability); problem != "" {
+		return mountOptions{}, status.Error(codes.FailedPrecondition, problem)
+	}
+	fsType := capability.GetMount().GetFsType()
+	if driver.IsDatasetFSType(fsType) {
+		fsType = "zfs"
+	}
+	options, err := parseMountFlags(fsType, capability.GetMount().GetMountFlags())
+	if err != nil {
+		return mountOptions{}, invalid("%v", err)
+	}
+	if capability.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY {
+		options = options.withReadOnly()
+	}
+	return options, nil
+}
+
+// waitForDevice waits for the zvol's link, within the CO's deadline and the
+// configured bound.
+func (s *Server) waitForDevice(ctx context.Context, volume volumeRef) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.DeviceTimeout)
+	defer cancel()
+	device, err := s.mounter.WaitForDevice(ctx, volume.devicePath())
+	if err != nil {
+		return "", status.Errorf(codes.Unavailable, "the device of volume %q did not appear: %v", volume.id, err)
+	}
+	return device, nil
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+func volumeNotFound(volumeID, reason string) error {
+	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", volumeID, reason)
 }

@@ -1,0 +1,476 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// FakeMounter is an in-memory host for tests: a mount table, block devices
+// with filesystems on them, and the kernel's refusals (a mount point that
+// does not exist, an unknown device, a filesystem that is not on the device,
+// options a filesystem does not know, unmounting what is not mounted). Mount
+// points are real paths (tests use temporary directories): the fake checks
+// they exist, as the kernel does, but mounts nothing on them. Tests assert
+// on its end state: MountTable, Filesystem, DeviceReadOnly.
+type FakeMounter struct {
+	// Zvols, when set, makes zvol devices appear: it reports the size of the
+	// zvol behind a /dev/zvol link, or false when there is none. Without it
+	// only devices added with AddDevice exist.
+	Zvols func(link string) (size uint64, ok bool)
+	// Datasets, when set, says which ZFS datasets exist to be mounted;
+	// without it any name mounts.
+	Datasets func(name string) bool
+
+	mu       sync.Mutex
+	mounts   []MountInfo
+	nextID   int
+	links    map[string]string // /dev/zvol/… → /dev/zdN
+	devices  map[string]*fakeDevice
+	nextNode int
+}
+
+type fakeDevice struct {
+	node     string
+	size     uint64
+	fsType   string
+	fsSize   uint64
+	readOnly bool
+	formats  int
+}
+
+// NewFakeMounter returns a host with nothing mounted and no devices.
+func NewFakeMounter() *FakeMounter {
+	return &FakeMounter{nextID: 100, links: map[string]string{}, devices: map[string]*fakeDevice{}}
+}
+
+// AddDevice makes a blank block device appear behind link and returns its node.
+func (f *FakeMounter) AddDevice(link string, size uint64) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.addDevice(link, size).node
+}
+
+func (f *FakeMounter) addDevice(link string, size uint64) *fakeDevice {
+	node := fmt.Sprintf("/dev/zd%d", f.nextNode*16)
+	f.nextNode++
+	device := &fakeDevice{node: node, size: size}
+	f.links[link], f.devices[node] = node, device
+	return device
+}
+
+// SetDeviceSize changes a device's size, as a zvol's volsize does.
+func (f *FakeMounter) SetDeviceSize(link string, size uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if device := f.device(link); device != nil {
+		device.size = size
+	}
+}
+
+// FormatDevice puts a filesystem on a device, as data from a snapshot would.
+func (f *FakeMounter) FormatDevice(link, fsType string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if device := f.device(link); device != nil {
+		device.fsType, device.fsSize = fsType, device.size
+	}
+}
+
+// Filesystem reports the filesystem on a device, its size, and how many
+// times it was formatted.
+func (f *FakeMounter) Filesystem(link string) (fsType string, size uint64, formats int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if device := f.device(link); device != nil {
+		return device.fsType, device.fsSize, device.formats
+	}
+	return "", 0, 0
+}
+
+// MountTable is the mount table, oldest first.
+func (f *FakeMounter) MountTable() []MountInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]MountInfo(nil), f.mounts...)
+}
+
+// Reboot forgets every mount and the devices' read-only flags; filesystems
+// stay on their devices, and device nodes are numbered anew.
+func (f *FakeMounter) Reboot() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mounts = nil
+	links := f.links
+	f.links = map[string]string{}
+	devices := f.devices
+	f.devices = map[string]*fakeDevice{}
+	f.nextNode += 7 // new numbers, as after a pool import
+	var names []string
+	for link := range links {
+		names = append(names, link)
+	}
+	sort.Strings(names)
+	for _, link := range names {
+		old := devices[links[link]]
+		device := f.addDevice(link, old.size)
+		device.fsType, device.fsSize, device.formats = old.fsType, old.fsSize, old.formats
+	}
+}
+
+// device finds a device by link or node. With Zvols set, a zvol's device
+// appears, follows its zvol's size, and goes with it. Callers hold mu.
+func (f *FakeMounter) device(path string) *fakeDevice {
+	link, node := path, path
+	if linked, ok := f.links[path]; ok {
+		node = linked
+	} else if _, ok := f.devices[path]; ok {
+		link = f.linkOf(path)
+	}
+	device := f.devices[node]
+	if f.Zvols == nil || !strings.HasPrefix(link, zvolDeviceDir+"/") {
+		return device
+	}
+	size, exists := f.Zvols(link)
+	switch {
+	case !exists && device != nil:
+		delete(f.links, link)
+		delete(f.devices, node)
+		return nil
+	case !exists:
+		return nil
+	case device == nil:
+		return f.addDevice(link, size)
+	}
+	device.size = size
+	return device
+}
+
+// linkOf is the link to a device node, or "". Callers hold mu.
+func (f *FakeMounter) linkOf(node string) string {
+	for link, linked := range f.links {
+		if linked == node {
+			return link
+		}
+	}
+	return ""
+}
+
+// Mounts implements Mounter.
+func (f *FakeMounter) Mounts() ([]MountInfo, error) { return f.MountTable(), nil }
+
+// fakeDataOptions are the filesystem options the fake's kernel knows.
+var fakeDataOptions = map[string][]string{
+	"zfs":   nil, // OpenZFS ignores what it does not know
+	"ext4":  {"discard", "nodiscard", "data=", "commit=", "errors=", "barrier", "nobarrier", "user_xattr", "acl", "noacl", "lazytime", "sync", "dirsync"},
+	"xfs":   {"nouuid", "discard", "nodiscard", "inode64", "inode32", "largeio", "nolargeio", "wsync", "logbufs=", "logbsize=", "lazytime", "sync"},
+	"btrfs": {"compress", "compress=", "compress-force=", "discard", "discard=", "nodiscard", "ssd", "nossd", "autodefrag", "noautodefrag", "commit=", "lazytime"},
+}
+
+// Mount implements Mounter.
+func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkDir(target); err != nil {
+		return err
+	}
+	known, ok := fakeDataOptions[fsType]
+	if !ok {
+		return &os.PathError{Op: "mount " + fsType, Path: target, Err: unix.ENODEV}
+	}
+	mount := MountInfo{Root: "/", MountPoint: target, Options: renderFlags(flags), FSType: fsType, Source: source,
+		SuperOptions: append([]string{"rw"}, data...)}
+	if fsType == "zfs" {
+		if strings.HasPrefix(source, "/") || (f.Datasets != nil && !f.Datasets(source)) {
+			return &os.PathError{Op: "mount zfs " + source, Path: target, Err: unix.ENOENT}
+		}
+		f.add(mount)
+		return nil
+	}
+	device := f.device(source)
+	switch {
+	case device == nil:
+		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.ENOENT}
+	case device.fsType != fsType:
+		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.EINVAL}
+	}
+	for _, option := range data {
+		if !knownOption(known, option) {
+			return &os.PathError{Op: "mount " + source + " -o " + option, Path: target, Err: unix.EINVAL}
+		}
+	}
+	mount.Source = device.node
+	f.add(mount)
+	return nil
+}
+
+func knownOption(known []string, option string) bool {
+	for _, k := range known {
+		if option == k || strings.HasSuffix(k, "=") && strings.HasPrefix(option, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// renderFlags writes per-mount flags as mountinfo shows them, with the
+// kernel's relatime default.
+func renderFlags(flags []string) []string {
+	options := []string{"rw"}
+	atime := false
+	for _, flag := range flags {
+		switch flag {
+		case "ro":
+			options[0] = "ro"
+		case "strictatime":
+			atime = true
+		case "noatime", "relatime":
+			atime = true
+			options = append(options, flag)
+		default:
+			options = append(options, flag)
+		}
+	}
+	if !atime {
+		options = append(options, "relatime")
+	}
+	return options
+}
+
+// add appends a mount on top of what is at its mount point. Callers hold mu.
+func (f *FakeMounter) add(mount MountInfo) {
+	f.nextID++
+	mount.ID, mount.ParentID = f.nextID, 1
+	if below := mountAt(f.mounts, mount.MountPoint); below != nil {
+		mount.ParentID = below.ID
+	}
+	f.mounts = append(f.mounts, mount)
+}
+
+// Bind implements Mounter.
+func (f *FakeMounter) Bind(source, target string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := os.Stat(target); err != nil {
+		return err
+	}
+	if device := f.device(source); device != nil {
+		f.add(MountInfo{Root: "/" + filepath.Base(device.node), MountPoint: target, Options: []string{"rw", "nosuid", "relatime"},
+			FSType: "devtmpfs", Source: "udev", SuperOptions: []string{"rw"}})
+		return nil
+	}
+	if mounted := mountAt(f.mounts, source); mounted != nil {
+		bound := *mounted
+		bound.MountPoint = target
+		bound.Options = append([]string(nil), mounted.Options...)
+		f.add(bound)
+		return nil
+	}
+	if _, err := os.Stat(source); err != nil {
+		return err
+	}
+	f.add(MountInfo{Root: source, MountPoint: target, Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/root"})
+	return nil
+}
+
+// RemountBind implements Mounter.
+func (f *FakeMounter) RemountBind(target string, flags []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mount := mountAt(f.mounts, target)
+	if mount == nil {
+		return &os.PathError{Op: "remount bind", Path: target, Err: unix.EINVAL}
+	}
+	mount.Options = renderFlags(flags)
+	return nil
+}
+
+// Unmount implements Mounter.
+func (f *FakeMounter) Unmount(target string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mount := mountAt(f.mounts, target)
+	if mount == nil {
+		return &os.PathError{Op: "unmount", Path: target, Err: unix.EINVAL}
+	}
+	for i := range f.mounts {
+		if f.mounts[i].ID == mount.ID {
+			f.mounts = append(f.mounts[:i], f.mounts[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// WaitForDevice implements Mounter.
+func (f *FakeMounter) WaitForDevice(ctx context.Context, path string) (string, error) {
+	for {
+		node, err := f.ResolveDevice(path)
+		if err == nil {
+			return node, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// ResolveDevice implements Mounter.
+func (f *FakeMounter) ResolveDevice(path string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if device := f.device(path); device != nil {
+		return device.node, nil
+	}
+	return "", fmt.Errorf("%s: %w", path, ErrNoDevice)
+}
+
+// Probe implements Mounter.
+func (f *FakeMounter) Probe(ctx context.Context, device string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.device(device)
+	if found == nil {
+		return "", &os.PathError{Op: "open", Path: device, Err: unix.ENOENT}
+	}
+	return found.fsType, nil
+}
+
+// Format implements Mounter. Unlike mkfs.ext4 it refuses a device that has
+// a filesystem, so that a test catches a driver that would reformat.
+func (f *FakeMounter) Format(ctx context.Context, device, fsType string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.device(device)
+	switch {
+	case found == nil:
+		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.ENOENT}
+	case found.fsType != "":
+		return fmt.Errorf("mkfs.%s %s: the device already holds %s", fsType, device, found.fsType)
+	case f.mountedDevice(found):
+		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.EBUSY}
+	}
+	found.fsType, found.fsSize = fsType, found.size
+	found.formats++
+	return nil
+}
+
+// mountedDevice reports whether a device is mounted or bound anywhere. Callers hold mu.
+func (f *FakeMounter) mountedDevice(device *fakeDevice) bool {
+	for _, mount := range f.mounts {
+		if mount.Source == device.node || mount.Root == "/"+filepath.Base(device.node) {
+			return true
+		}
+	}
+	return false
+}
+
+// Resize implements Mounter: the filesystem grows to its device's size.
+func (f *FakeMounter) Resize(ctx context.Context, fsType, device, mountPath string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.device(device)
+	mount := mountAt(f.mounts, mountPath)
+	switch {
+	case found == nil || found.fsType != fsType:
+		return fmt.Errorf("resizing %s on %s: no such filesystem", fsType, device)
+	case mount == nil || mount.Source != found.node:
+		return fmt.Errorf("resizing %s: not mounted at %s", device, mountPath)
+	}
+	found.fsSize = found.size
+	return nil
+}
+
+// DeviceSize implements Mounter: path is a device (link or node) or a mount
+// point where one is bound.
+func (f *FakeMounter) DeviceSize(path string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	device, err := f.boundDevice(path)
+	if err != nil {
+		return 0, err
+	}
+	return device.size, nil
+}
+
+// boundDevice finds a device by its path or by where it is bound. Callers hold mu.
+func (f *FakeMounter) boundDevice(path string) (*fakeDevice, error) {
+	if device := f.device(path); device != nil {
+		return device, nil
+	}
+	if mount := mountAt(f.mounts, path); mount != nil && mount.FSType == "devtmpfs" {
+		if device := f.device("/dev" + mount.Root); device != nil {
+			return device, nil
+		}
+	}
+	return nil, &os.PathError{Op: "ioctl BLKGETSIZE64", Path: path, Err: unix.ENOTTY}
+}
+
+// SetDeviceReadOnly implements Mounter.
+func (f *FakeMounter) SetDeviceReadOnly(device string, readOnly bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found, err := f.boundDevice(device)
+	if err != nil {
+		return err
+	}
+	found.readOnly = readOnly
+	return nil
+}
+
+// DeviceReadOnly implements Mounter.
+func (f *FakeMounter) DeviceReadOnly(device string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found, err := f.boundDevice(device)
+	if err != nil {
+		return false, err
+	}
+	return found.readOnly, nil
+}
+
+// fakeDatasetBytes is the size the fake reports for every mounted dataset.
+const fakeDatasetBytes = 1 << 30
+
+// Statfs implements Mounter for the mount points it knows.
+func (f *FakeMounter) Statfs(path string) (FSStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mount := mountAt(f.mounts, path)
+	switch {
+	case mount == nil:
+		return FSStats{}, fmt.Errorf("statfs %s: the fake knows only mount points", path)
+	case mount.FSType == "zfs":
+		return FSStats{TotalBytes: fakeDatasetBytes, AvailableBytes: fakeDatasetBytes - 128<<10, UsedBytes: 128 << 10,
+			TotalInodes: 1 << 20, FreeInodes: 1<<20 - 6, UsedInodes: 6}, nil
+	}
+	device := f.device(mount.Source)
+	if device == nil {
+		return FSStats{}, fmt.Errorf("statfs %s: not a filesystem", path)
+	}
+	return FSStats{TotalBytes: device.fsSize, AvailableBytes: device.fsSize - 1<<20, UsedBytes: 1 << 20,
+		TotalInodes: device.fsSize >> 14, FreeInodes: device.fsSize>>14 - 11, UsedInodes: 11}, nil
+}
+
+func checkDir(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return &os.PathError{Op: "mount", Path: path, Err: unix.ENOTDIR}
+	}
+	return nil
+}
+
+var _ Mounter = (*FakeMounter)(nil)
+var _ Mounter = (*hostMounter)(nil)

@@ -1,0 +1,289 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// hostMounter is the real Mounter: mount(2), umount(2), statfs(2) and ioctls
+// through golang.org/x/sys/unix, filesystem tools run without a shell with
+// LC_ALL=C and the caller's deadline. Everything happens in the mount
+// namespace of the process, which must be the host's.
+type hostMounter struct {
+	log zerolog.Logger
+	// pollInterval is how often WaitForDevice looks for the device link.
+	pollInterval time.Duration
+}
+
+// NewMounter returns the Mounter that acts on this host.
+func NewMounter(log zerolog.Logger) Mounter {
+	return &hostMounter{log: log, pollInterval: 100 * time.Millisecond}
+}
+
+// mountFlagBits are the mount(2) bits of the per-mount flags.
+var mountFlagBits = map[string]uintptr{
+	"ro": unix.MS_RDONLY, "nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "noexec": unix.MS_NOEXEC,
+	"noatime": unix.MS_NOATIME, "nodiratime": unix.MS_NODIRATIME, "relatime": unix.MS_RELATIME,
+	"strictatime": unix.MS_STRICTATIME,
+}
+
+func flagBits(flags []string) (uintptr, error) {
+	var bits uintptr
+	for _, flag := range flags {
+		bit, ok := mountFlagBits[flag]
+		if !ok {
+			return 0, fmt.Errorf("unknown per-mount flag %q", flag)
+		}
+		bits |= bit
+	}
+	return bits, nil
+}
+
+func (h *hostMounter) Mounts() ([]MountInfo, error) {
+	file, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return ParseMountInfo(file)
+}
+
+func (h *hostMounter) Mount(source, target, fsType string, flags, data []string) error {
+	bits, err := flagBits(flags)
+	if err != nil {
+		return err
+	}
+	h.log.Debug().Str("source", source).Str("target", target).Str("fstype", fsType).
+		Strs("flags", flags).Strs("data", data).Msg("mount")
+	if err := unix.Mount(source, target, fsType, bits, strings.Join(data, ",")); err != nil {
+		return &os.PathError{Op: "mount " + fsType + " " + source + " on", Path: target, Err: err}
+	}
+	return nil
+}
+
+func (h *hostMounter) Bind(source, target string) error {
+	h.log.Debug().Str("source", source).Str("target", target).Msg("bind mount")
+	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+		return &os.PathError{Op: "bind mount " + source + " on", Path: target, Err: err}
+	}
+	return nil
+}
+
+func (h *hostMounter) RemountBind(target string, flags []string) error {
+	bits, err := flagBits(flags)
+	if err != nil {
+		return err
+	}
+	h.log.Debug().Str("target", target).Strs("flags", flags).Msg("remount bind")
+	if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|bits, ""); err != nil {
+		return &os.PathError{Op: "remount bind", Path: target, Err: err}
+	}
+	return nil
+}
+
+func (h *hostMounter) Unmount(target string) error {
+	h.log.Debug().Str("target", target).Msg("unmount")
+	if err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "unmount", Path: target, Err: err}
+	}
+	return nil
+}
+
+func (h *hostMounter) ResolveDevice(path string) (string, error) {
+	device, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%s: %w", path, ErrNoDevice)
+	}
+	return device, err
+}
+
+func (h *hostMounter) WaitForDevice(ctx context.Context, path string) (string, error) {
+	ticker := time.NewTicker(h.pollInterval)
+	defer ticker.Stop()
+	for {
+		device, err := h.ResolveDevice(path)
+		if !errors.Is(err, ErrNoDevice) {
+			return device, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}
+
+func (h *hostMounter) Probe(ctx context.Context, device string) (string, error) {
+	// blkid also answers "nothing found" (exit 2) for a device it cannot
+	// open: make sure it can be read before believing a blank answer.
+	file, err := os.Open(device)
+	if err != nil {
+		return "", err
+	}
+	file.Close()
+	out, err := h.run(ctx, "blkid", "-p", "-o", "value", "-s", "TYPE", device)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 2 {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	fsType := strings.TrimSpace(out)
+	if fsType == "" {
+		return "", fmt.Errorf("blkid found a signature on %s but no filesystem type", device)
+	}
+	return fsType, nil
+}
+
+// formatCommands make a filesystem on a device that blkid found blank. None
+// forces: mkfs.xfs and mkfs.btrfs refuse a device with a signature on their
+// own (mkfs.ext4 does not, hence the probe before). No discard: a new zvol is
+// all holes already.
+var formatCommands = map[string][]string{
+	"ext4":  {"mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1"},
+	"xfs":   {"mkfs.xfs", "-q", "-K"},
+	"btrfs": {"mkfs.btrfs", "-q", "-K"},
+}
+
+func (h *hostMounter) Format(ctx context.Context, device, fsType string) error {
+	command, ok := formatCommands[fsType]
+	if !ok {
+		return fmt.Errorf("cannot format %s: unsupported filesystem %q", device, fsType)
+	}
+	_, err := h.run(ctx, command[0], append(command[1:], device)...)
+	return err
+}
+
+func (h *hostMounter) Resize(ctx context.Context, fsType, device, mountPath string) error {
+	var err error
+	switch fsType {
+	case "ext4":
+		_, err = h.run(ctx, "resize2fs", device)
+	case "xfs":
+		_, err = h.run(ctx, "xfs_growfs", mountPath)
+	case "btrfs":
+		_, err = h.run(ctx, "btrfs", "filesystem", "resize", "max", mountPath)
+	default:
+		err = fmt.Errorf("cannot resize %s: unsupported filesystem %q", device, fsType)
+	}
+	return err
+}
+
+func (h *hostMounter) DeviceSize(path string) (uint64, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer file.Close()
+	var size uint64
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, file.Fd(), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); errno != 0 {
+		return 0, &os.PathError{Op: "ioctl BLKGETSIZE64", Path: path, Err: errno}
+	}
+	return size, nil
+}
+
+func (h *hostMounter) SetDeviceReadOnly(device string, readOnly bool) error {
+	file, err := os.Open(device)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	value := 0
+	if readOnly {
+		value = 1
+	}
+	if err := unix.IoctlSetPointerInt(int(file.Fd()), unix.BLKROSET, value); err != nil {
+		return &os.PathError{Op: "ioctl BLKROSET", Path: device, Err: err}
+	}
+	return nil
+}
+
+func (h *hostMounter) DeviceReadOnly(device string) (bool, error) {
+	file, err := os.Open(device)
+	if err != nil {
+		return false, err
+	}
+	defer file.Close()
+	value, err := unix.IoctlGetInt(int(file.Fd()), unix.BLKROGET)
+	if err != nil {
+		return false, &os.PathError{Op: "ioctl BLKROGET", Path: device, Err: err}
+	}
+	return value != 0, nil
+}
+
+func (h *hostMounter) Statfs(path string) (FSStats, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return FSStats{}, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	size := uint64(st.Frsize)
+	if size == 0 {
+		size = uint64(st.Bsize)
+	}
+	return FSStats{
+		TotalBytes: st.Blocks * size, AvailableBytes: st.Bavail * size, UsedBytes: (st.Blocks - st.Bfree) * size,
+		TotalInodes: st.Files, FreeInodes: st.Ffree, UsedInodes: st.Files - st.Ffree,
+	}, nil
+}
+
+// run executes a tool without a shell, with LC_ALL=C (its messages are
+// parsed and logged) and the caller's deadline, and returns its stdout. A
+// failure carries the exit status and stderr.
+func (h *hostMounter) run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = toolEnv(os.Environ())
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	h.log.Debug().Strs("argv", cmd.Args).Dur("duration", time.Since(start)).Err(err).Msg("exec")
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), ctx.Err())
+	}
+	if err != nil {
+		return stdout.String(), &ToolError{Argv: cmd.Args, Err: err, Stderr: strings.TrimSpace(stderr.String())}
+	}
+	return stdout.String(), nil
+}
+
+// toolEnv is environ without locale settings, plus LC_ALL=C: the tools'
+// messages end up in errors and logs, which should read the same everywhere.
+func toolEnv(environ []string) []string {
+	env := make([]string, 0, len(environ)+1)
+	for _, entry := range environ {
+		key, _, _ := strings.Cut(entry, "=")
+		if key == "LANG" || key == "LANGUAGE" || strings.HasPrefix(key, "LC_") {
+			continue
+		}
+		env = append(env, entry)
+	}
+	return append(env, "LC_ALL=C")
+}
+
+// ToolError is a filesystem tool that failed.
+type ToolError struct {
+	Argv   []string
+	Err    error
+	Stderr string
+}
+
+func (e *ToolError) Error() string {
+	return fmt.Sprintf("%s: %v: %s", strings.Join(e.Argv, " "), e.Err, e.Stderr)
+}
+
+func (e *ToolError) Unwrap() error { return e.Err }

@@ -1,0 +1,288 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+// NodePublishVolume implements csi.NodeServer: a bind mount from the staging
+// path (a raw block volume: from the device node bound in the staging
+// directory) onto the target, remounted with the capability's per-mount
+// flags, read-only when asked. It runs no zfs command: the staging mount
+// proves the volume passed the ownership guard. It takes the volume's lock,
+// since whether another publish exists must not change between the check
+// and the mount.
+func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if err := required("volume_id", req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	capability := req.GetVolumeCapability()
+	options, err := checkCapability(capability)
+	if err != nil {
+		return nil, err
+	}
+	volume, err := s.parseVolume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetStagingTargetPath() == "" {
+		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the volume must be staged first")
+	}
+	target, staging := filepath.Clean(req.GetTargetPath()), filepath.Clean(req.GetStagingTargetPath())
+	if req.GetReadonly() {
+		options = options.withReadOnly()
+	}
+	block := capability.GetBlock() != nil
+	if block {
+		// Raw block has no mount flags; only read-only carries over.
+		options = mountOptions{set: intersect(options.set, []string{"ro"})}
+	}
+	release, err := s.lock(volume)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	mounts, err := s.mounter.Mounts()
+	if err != nil {
+		return nil, err
+	}
+	recognise, err := s.mountsOf(volume)
+	if err != nil {
+		return nil, err
+	}
+	if published, err := checkPublished(mounts, recognise, target, block, options); published || err != nil {
+		return &csi.NodePublishVolumeResponse{}, err
+	}
+	source, err := stagedSource(mounts, recognise, volume, staging, capability, req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
+	others := recognise.others(mounts, staging, filepath.Join(staging, blockStagingFile), target)
+	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
+		return nil, err
+	}
+	if block {
+		err = createFile(target)
+	} else {
+		err = os.Mkdir(target, 0o750)
+		if errors.Is(err, os.ErrExist) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.bind(source, target, options); err != nil {
+		return nil, err
+	}
+	if block {
+		if err := s.setDeviceReadOnly(recognise.device, options.readOnly()); err != nil {
+			s.undoPublish(target)
+			return nil, err
+		}
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// checkPublished looks at what is mounted at the target: nothing (false),
+// this volume as asked (true), or something else (ALREADY_EXISTS).
+func checkPublished(mounts []MountInfo, recognise volumeMounts, target string, block bool, options mountOptions) (bool, error) {
+	existing := mountAt(mounts, target)
+	if existing == nil {
+		return false, nil
+	}
+	conflict := func(format string, args ...any) (bool, error) {
+		return false, status.Errorf(codes.AlreadyExists, "target path %s: "+format, append([]any{target}, args...)...)
+	}
+	switch published := recognise.isDeviceBind(*existing); {
+	case !recognise.owns(*existing):
+		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
+	case published != block:
+		return conflict("the volume is published for %s access, the request asks for %s", accessName(published), accessName(block))
+	}
+	if problem := options.mismatch(*existing); problem != "" {
+		return conflict("the volume is published but %s", problem)
+	}
+	return true, nil
+}
+
+// stagedSource finds where the volume is staged, checks that the staged
+// volume serves the capability, and returns the path to bind from.
+func stagedSource(mounts []MountInfo, recognise volumeMounts, volume volumeRef, staging string, capability *csi.VolumeCapability,
+	volumeContext map[string]string) (string, error) {
+	source := staging
+	if capability.GetBlock() != nil {
+		source = filepath.Join(staging, blockStagingFile)
+	}
+	staged := mountAt(mounts, source)
+	if staged == nil || !recognise.owns(*staged) {
+		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
+	}
+	if recognise.isDeviceBind(*staged) {
+		// A raw block staging does not tell whether the zvol has a
+		// filesystem; the volume_context may, and block access serves both.
+		return source, checkContext(volumeContext, driver.KindZvol, "")
+	}
+	kind, fsType := driver.KindZvol, staged.FSType
+	if staged.FSType == "zfs" {
+		kind = driver.KindDataset
+	}
+	if problem := serves(kind, fsType, capability); problem != "" {
+		return "", status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
+	}
+	return source, checkContext(volumeContext, kind, fsType)
+}
+
+// checkContext compares a volume_context with what the mounts show; an
+// empty fsType means the mounts cannot tell.
+func checkContext(volumeContext map[string]string, kind, fsType string) error {
+	if given, ok := volumeContext[driver.ContextKind]; ok && given != kind {
+		return invalid("volume_context says %s=%s, but the volume is a %s", driver.ContextKind, given, kind)
+	}
+	if given, ok := volumeContext[driver.ContextFSType]; ok && fsType != "" && given != fsType {
+		return invalid("volume_context says %s=%q, but the volume has %q", driver.ContextFSType, given, fsType)
+	}
+	return nil
+}
+
+// checkOtherPublishes applies the spec's table for a second publish at
+// another target: only SINGLE_NODE_MULTI_WRITER allows it. A read-only raw
+// block publish makes the whole device read-only (the kernel has no
+// read-only device node per path), so it cannot share the device with a
+// read-write publish either way round.
+func checkOtherPublishes(capability *csi.VolumeCapability, others []MountInfo, block, readOnly bool) error {
+	if len(others) == 0 {
+		return nil
+	}
+	paths := make([]string, 0, len(others))
+	for _, other := range others {
+		paths = append(paths, other.MountPoint)
+	}
+	if mode := capability.GetAccessMode().GetMode(); mode != csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER {
+		return status.Errorf(codes.FailedPrecondition, "access mode %s allows one publish, and the volume is published at %s",
+			mode, strings.Join(paths, ", "))
+	}
+	if !block {
+		return nil
+	}
+	for _, other := range others {
+		if other.ReadOnly() != readOnly {
+			return status.Errorf(codes.FailedPrecondition, "a read-only raw block publish makes the zvol read-only on this node, "+
+				"so it cannot be published read-only and read-write at once (it is published at %s)", strings.Join(paths, ", "))
+		}
+	}
+	return nil
+}
+
+// bind bind-mounts source onto target and applies the per-mount flags; a
+// bind mount inherits its source's flags, and takes new ones only by a
+// remount. If the remount fails the bind mount is taken back.
+func (s *Server) bind(source, target string, options mountOptions) error {
+	if err := s.mounter.Bind(source, target); err != nil {
+		return err
+	}
+	if len(options.set) == 0 {
+		return nil
+	}
+	if err := s.mounter.RemountBind(target, options.set); err != nil {
+		s.undoPublish(target)
+		return fmt.Errorf("applying %v to the bind mount at %s: %w", options.set, target, err)
+	}
+	return nil
+}
+
+// undoPublish takes back a bind mount a failed publish made; a failure is
+// logged, and the CO's unpublish finds the mount.
+func (s *Server) undoPublish(target string) {
+	if err := s.mounter.Unmount(target); err != nil {
+		s.log.Warn().Err(err).Str("target", target).Msg("taking back a failed publish")
+	}
+}
+
+// setDeviceReadOnly sets the zvol's kernel read-only flag when it differs.
+func (s *Server) setDeviceReadOnly(device string, readOnly bool) error {
+	current, err := s.mounter.DeviceReadOnly(device)
+	if err != nil || current == readOnly {
+		return err
+	}
+	return s.mounter.SetDeviceReadOnly(device, readOnly)
+}
+
+// NodeUnpublishVolume implements csi.NodeServer: it unmounts the volume at
+// the target and removes the directory or file the publish created; nothing
+// mounted is success. A mount of anything else at the target is left alone
+// (FAILED_PRECONDITION), and a target that is not mounted is removed only if
+// empty, so no data is ever deleted. It takes the volume's lock, as publish
+// does. No zfs command runs.
+func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if err := required("volume_id", req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	volume, err := s.parseVolume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	target := filepath.Clean(req.GetTargetPath())
+	release, err := s.lock(volume)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	recognise, err := s.mountsOf(volume)
+	if err != nil {
+		return nil, err
+	}
+	removed, err := s.unmountAll(recognise, target)
+	if err != nil {
+		return nil, err
+	}
+	if removed != nil && recognise.isDeviceBind(*removed) && removed.ReadOnly() {
+		if err := s.releaseReadOnlyDevice(recognise); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return nil, status.Errorf(codes.FailedPrecondition, "%s is not mounted and not empty; it is left alone", target)
+		}
+		return nil, err
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// releaseReadOnlyDevice clears the zvol's read-only flag once its last
+// read-only raw block publish is gone.
+func (s *Server) releaseReadOnlyDevice(recognise volumeMounts) error {
+	mounts, err := s.mounter.Mounts()
+	if err != nil {
+		return err
+	}
+	for _, mount := range mounts {
+		if recognise.isDeviceBind(mount) && mount.ReadOnly() {
+			return nil
+		}
+	}
+	return s.setDeviceReadOnly(recognise.device, false)
+}
+
+func intersect(list, allowed []string) []string {
+	var out []string
+	for _, word := range list {
+		if contains(allowed, word) {
+			out = append(out, word)
+		}
+	}
+	return out
+}

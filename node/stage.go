@@ -1,0 +1,270 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// NodeStageVolume implements csi.NodeServer. It takes the volume's lock: it
+// changes the volume's mounts, and a concurrent unstage or publish would
+// see them half made.
+//
+// On the happy path it runs one zfs list (the ownership guard) and one
+// mount(2): the dataset at the staging path, the zvol's filesystem there
+// (after mkfs on first use), or the zvol's device node onto a file in the
+// staging directory. A volume already staged there costs no zfs command.
+func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	capability := req.GetVolumeCapability()
+	options, err := checkCapability(capability)
+	if err != nil {
+		return nil, err
+	}
+	volume, err := s.parseVolume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Clean(req.GetStagingTargetPath())
+	release, err := s.lock(volume)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	mounts, err := s.mounter.Mounts()
+	if err != nil {
+		return nil, err
+	}
+	recognise, err := s.mountsOf(volume)
+	if err != nil {
+		return nil, err
+	}
+	if staged, err := checkStaged(mounts, recognise, staging, capability, options); staged || err != nil {
+		return &csi.NodeStageVolumeResponse{}, err
+	}
+
+	row, err := s.lookupVolume(ctx, volume, req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
+	kind, fsType := s.kindOf(row)
+	if problem := serves(kind, fsType, capability); problem != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return nil, err
+	}
+	switch {
+	case capability.GetBlock() != nil:
+		err = s.stageBlock(ctx, volume, staging)
+	case kind == driver.KindDataset:
+		err = s.mounter.Mount(volume.dataset, staging, "zfs", options.set, options.data)
+	default:
+		err = s.stageFormatted(ctx, volume, row, staging, fsType, options)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// checkStaged looks at what is mounted at the staging path: nothing (false),
+// this volume as asked (true), or something else (ALREADY_EXISTS, the
+// spec's code for a staged volume that is incompatible with the request).
+func checkStaged(mounts []MountInfo, recognise volumeMounts, staging string, capability *csi.VolumeCapability, options mountOptions) (bool, error) {
+	fsMount := mountAt(mounts, staging)
+	blockMount := mountAt(mounts, filepath.Join(staging, blockStagingFile))
+	existing := fsMount
+	if existing == nil {
+		existing = blockMount
+	}
+	if existing == nil {
+		return false, nil
+	}
+	conflict := func(format string, args ...any) (bool, error) {
+		return false, status.Errorf(codes.AlreadyExists, "staging path %s: "+format, append([]any{staging}, args...)...)
+	}
+	block := recognise.isDeviceBind(*existing)
+	switch {
+	case !recognise.owns(*existing):
+		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
+	case block != (capability.GetBlock() != nil):
+		return conflict("the volume is staged for %s access, the request asks for %s", accessName(block), accessName(!block))
+	case block:
+		return true, nil
+	}
+	requested := capability.GetMount().GetFsType()
+	if driver.IsDatasetFSType(requested) {
+		requested = "zfs"
+	}
+	if existing.FSType != requested {
+		return conflict("the volume is staged as %s, the request asks for %s", existing.FSType, requested)
+	}
+	if problem := options.mismatch(*existing); problem != "" {
+		return conflict("the volume is staged but %s", problem)
+	}
+	return true, nil
+}
+
+func accessName(block bool) string {
+	if block {
+		return "block"
+	}
+	return "mount"
+}
+
+// mountRefused turns the kernel's EINVAL for a filesystem that was asked
+// for options of its own into INVALID_ARGUMENT: it refused them (OpenZFS
+// ignores unknown options instead, hence zfsDataOptions).
+func mountRefused(err error, options mountOptions) error {
+	if errors.Is(err, unix.EINVAL) && len(options.data) > 0 {
+		return invalid("the kernel refused the mount options %v (the kernel log says why): %v", options.data, err)
+	}
+	return err
+}
+
+// stageBlock bind-mounts the zvol's device node onto a file in the staging
+// directory: the mark that the volume passed the ownership guard, from which
+// publish binds it on.
+func (s *Server) stageBlock(ctx context.Context, volume volumeRef, staging string) error {
+	device, err := s.waitForDevice(ctx, volume)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(staging, blockStagingFile)
+	if err := createFile(file); err != nil {
+		return err
+	}
+	return s.mounter.Bind(device, file)
+}
+
+// stageFormatted mounts a zvol's filesystem at the staging path, formatting
+// the zvol first if, and only if, it is blank. Mounting comes first: a
+// volume formatted before (the usual case) costs no probe.
+func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.Dataset, staging, fsType string, options mountOptions) error {
+	device, err := s.waitForDevice(ctx, volume)
+	if err != nil {
+		return err
+	}
+	data := options.data
+	if fsType == "xfs" && !contains(data, "nouuid") {
+		// A clone carries its origin's UUID, which XFS refuses to mount twice.
+		data = append(append([]string{}, data...), "nouuid")
+	}
+	mountErr := s.mounter.Mount(device, staging, fsType, options.set, data)
+	if mountErr == nil {
+		return nil
+	}
+	found, err := s.mounter.Probe(ctx, device)
+	switch {
+	case err != nil:
+		return fmt.Errorf("mounting %s failed (%v), and so did probing it: %w", device, mountErr, err)
+	case found == fsType:
+		return mountRefused(mountErr, options)
+	case found != "":
+		return status.Errorf(codes.FailedPrecondition, "volume %q should hold %s but its device %s holds %s; it is left as it is",
+			volume.id, fsType, device, found)
+	case row.Origin != "" || row.User[s.props.Source] != "":
+		return status.Errorf(codes.FailedPrecondition, "volume %q was made from %s but its device %s holds no filesystem; "+
+			"it is not formatted, as it may hold data written as raw blocks", volume.id, sourceOf(row, s.props), device)
+	}
+	s.log.Info().Str("volume_id", volume.id).Str("device", device).Str("fstype", fsType).Msg("formatting blank zvol")
+	if err := s.mounter.Format(ctx, device, fsType); err != nil {
+		return err
+	}
+	return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
+}
+
+func sourceOf(row zfs.Dataset, props driver.UserProps) string {
+	if source := row.User[props.Source]; source != "" {
+		return source
+	}
+	return row.Origin
+}
+
+// NodeUnstageVolume implements csi.NodeServer: it unmounts whatever of the
+// volume is mounted at the staging path (and removes the file a raw block
+// volume was bound onto); nothing mounted is success. The staging directory
+// is the CO's and stays. It takes the volume's lock, as stage does. No zfs
+// command runs.
+func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	volume, err := s.parseVolume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Clean(req.GetStagingTargetPath())
+	release, err := s.lock(volume)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	recognise, err := s.mountsOf(volume)
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(staging, blockStagingFile)
+	for _, path := range []string{file, staging} {
+		if _, err := s.unmountAll(recognise, path); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// unmountAll unmounts the volume's mounts stacked at path, refusing to touch
+// a mount of anything else. It returns the last mount it removed, if any.
+func (s *Server) unmountAll(recognise volumeMounts, path string) (*MountInfo, error) {
+	var removed *MountInfo
+	for range maxStackedMounts {
+		mounts, err := s.mounter.Mounts()
+		if err != nil {
+			return removed, err
+		}
+		mount := mountAt(mounts, path)
+		if mount == nil {
+			return removed, nil
+		}
+		if !recognise.owns(*mount) {
+			return removed, status.Errorf(codes.FailedPrecondition,
+				"%s holds a mount of something else (%s from %s, root %s); it is left alone", path, mount.FSType, mount.Source, mount.Root)
+		}
+		if err := s.mounter.Unmount(path); err != nil {
+			return removed, err
+		}
+		removed = mount
+	}
+	return removed, fmt.Errorf("%s: still mounted after %d unmounts", path, maxStackedMounts)
+}
+
+// maxStackedMounts bounds the unmounts of one path: a few mounts stack up
+// when a call is cut off between mount and reply and the CO repeats it.
+const maxStackedMounts = 16
+
+// createFile makes an empty file to bind a device node onto, keeping one
+// that exists.
+func createFile(path string) error {
+	file, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return file.Close()
+}

@@ -1,0 +1,124 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+// NodeGetVolumeStats implements csi.NodeServer: statfs(2) of a filesystem
+// (bytes and inodes), the size of a raw block device (bytes). The path must
+// be where this volume is staged or published. It skips the lock: it only
+// reads, and the CO polls it while other calls on the volume may run.
+func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	if err := required("volume_id", req.GetVolumeId(), "volume_path", req.GetVolumePath()); err != nil {
+		return nil, err
+	}
+	volume, err := s.parseVolume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	mount, recognise, err := s.volumeMountAt(volume, req.GetVolumePath())
+	if err != nil {
+		return nil, err
+	}
+	if recognise.isDeviceBind(mount) {
+		size, err := s.mounter.DeviceSize(mount.MountPoint)
+		if err != nil {
+			return nil, err
+		}
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+			{Unit: csi.VolumeUsage_BYTES, Total: int64(size)}}}, nil
+	}
+	stats, err := s.mounter.Statfs(mount.MountPoint)
+	if err != nil {
+		return nil, err
+	}
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(stats.TotalBytes), Available: int64(stats.AvailableBytes), Used: int64(stats.UsedBytes)},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(stats.TotalInodes), Available: int64(stats.FreeInodes), Used: int64(stats.UsedInodes)},
+	}}, nil
+}
+
+// volumeMountAt finds the volume's mount at a path where it is staged or
+// published: the path itself, or the device file in a raw block staging
+// directory. A path that does not exist, or holds no mount of this volume,
+// is NOT_FOUND.
+func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, volumeMounts, error) {
+	path = filepath.Clean(path)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return MountInfo{}, volumeMounts{}, status.Errorf(codes.NotFound, "%s does not exist", path)
+	} else if err != nil {
+		return MountInfo{}, volumeMounts{}, err
+	}
+	mounts, err := s.mounter.Mounts()
+	if err != nil {
+		return MountInfo{}, volumeMounts{}, err
+	}
+	recognise, err := s.mountsOf(volume)
+	if err != nil {
+		return MountInfo{}, volumeMounts{}, err
+	}
+	for _, candidate := range []string{path, filepath.Join(path, blockStagingFile)} {
+		if mount := mountAt(mounts, candidate); mount != nil && recognise.owns(*mount) {
+			return *mount, recognise, nil
+		}
+	}
+	return MountInfo{}, volumeMounts{}, status.Errorf(codes.NotFound, "volume %q is not staged or published at %s", volume.id, path)
+}
+
+// NodeExpandVolume implements csi.NodeServer: it grows a zvol's filesystem
+// to the size ControllerExpandVolume gave the zvol, online (resize2fs,
+// xfs_growfs, btrfs filesystem resize). A dataset needs nothing (its
+// refquota is its size) and neither does a raw block device. It takes the
+// volume's lock: a resize must not race an unstage.
+func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	if err := required("volume_id", req.GetVolumeId(), "volume_path", req.GetVolumePath()); err != nil {
+		return nil, err
+	}
+	if capability := req.GetVolumeCapability(); capability != nil {
+		if problem := driver.CapabilityProblem(capability); problem != "" {
+			return nil, invalid("%s", problem)
+		}
+	}
+	if req.GetCapacityRange().GetRequiredBytes() < 0 || req.GetCapacityRange().GetLimitBytes() < 0 {
+		return nil, status.Error(codes.OutOfRange, "capacity_range bytes must not be negative")
+	}
+	volume, err := s.parseVolume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.lock(volume)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	mount, recognise, err := s.volumeMountAt(volume, req.GetVolumePath())
+	if err != nil {
+		return nil, err
+	}
+	if mount.FSType == "zfs" {
+		return &csi.NodeExpandVolumeResponse{}, nil
+	}
+	size, err := s.mounter.DeviceSize(volume.devicePath())
+	if err != nil {
+		return nil, err
+	}
+	if required := req.GetCapacityRange().GetRequiredBytes(); uint64(required) > size {
+		return nil, status.Errorf(codes.OutOfRange, "the zvol has %d bytes, fewer than the %d required: ControllerExpandVolume grows it first",
+			size, required)
+	}
+	if !recognise.isDeviceBind(mount) {
+		if err := s.mounter.Resize(ctx, mount.FSType, mount.Source, mount.MountPoint); err != nil {
+			return nil, err
+		}
+	}
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(size)}, nil
+}
