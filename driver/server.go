@@ -33,10 +33,13 @@ type Services struct {
 	Node       csi.NodeServer
 }
 
-// NewServer registers the services behind the shared interceptors.
-func NewServer(log zerolog.Logger, services Services) *Server {
+// NewServer registers the services behind the shared interceptors. Extra
+// interceptors (metrics, say) run outermost, so they see every call's final
+// gRPC code, panics and typed errors included.
+func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerInterceptor) *Server {
 	s := &Server{log: log}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.logCall, recoverPanic, mapErrors))
+	chain := append(append([]grpc.UnaryServerInterceptor{}, extra...), s.logCall, recoverPanic, mapErrors)
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
 	if services.Identity != nil {
 		csi.RegisterIdentityServer(s.grpc, services.Identity)
 	}

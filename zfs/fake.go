@@ -385,7 +385,13 @@ func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 			if !hasType(types, d.typ) || (opts.Depth > 0 && depthBelow(root, name) > opts.Depth) {
 				continue
 			}
-			rows = append(rows, f.row(d, opts.UserProps))
+			row := f.row(d, opts.UserProps)
+			if opts.Space {
+				// The fake neither compresses nor overwrites: snapshots hold
+				// nothing the dataset does not.
+				row.CompressRatio = 1
+			}
+			rows = append(rows, row)
 		}
 	}
 	return rows, nil

@@ -15,6 +15,8 @@ const (
 	datasetColumns = "name,type,origin,used,referenced,available,logicalused," +
 		"refquota,refreservation,volsize,volblocksize,creation,readonly,clones,defer_destroy"
 	datasetColumnCount = 15
+	spaceColumns       = "usedbysnapshots,compressratio"
+	spaceColumnCount   = 2
 	poolColumns        = "name,health,size,allocated,free,fragmentation"
 	poolColumnCount    = 6
 )
@@ -48,7 +50,7 @@ func (e *Exec) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseDatasets(out, opts.UserProps)
+	return parseDatasets(out, opts.UserProps, opts.Space)
 }
 
 // Pool runs `zpool list -H -p -o name,health,size,allocated,free,fragmentation pool`.
@@ -78,6 +80,9 @@ func listArgs(opts ListOptions) ([]string, error) {
 		return nil, err
 	}
 	columns := datasetColumns
+	if opts.Space {
+		columns += "," + spaceColumns
+	}
 	for _, prop := range opts.UserProps {
 		if !strings.Contains(prop, ":") || strings.ContainsAny(prop, ",=\t\n") {
 			return nil, fmt.Errorf("zfs: %q is not a user property: %w", prop, ErrInvalid)
@@ -134,9 +139,9 @@ func skipMissing(err error) error {
 	return &reclassified
 }
 
-// parseDatasets parses `zfs list -H -p` output with the datasetColumns and
-// then userProps columns.
-func parseDatasets(out []byte, userProps []string) ([]Dataset, error) {
+// parseDatasets parses `zfs list -H -p` output with the datasetColumns, the
+// spaceColumns when space is set, and then userProps columns.
+func parseDatasets(out []byte, userProps []string, space bool) ([]Dataset, error) {
 	text := strings.TrimSuffix(string(out), "\n")
 	if text == "" {
 		return nil, nil
@@ -144,7 +149,7 @@ func parseDatasets(out []byte, userProps []string) ([]Dataset, error) {
 	lines := strings.Split(text, "\n")
 	datasets := make([]Dataset, 0, len(lines))
 	for i, line := range lines {
-		dataset, err := parseDataset(strings.Split(line, "\t"), userProps)
+		dataset, err := parseDataset(strings.Split(line, "\t"), userProps, space)
 		if err != nil {
 			return nil, fmt.Errorf("zfs list: row %d: %w", i+1, err)
 		}
@@ -153,11 +158,15 @@ func parseDatasets(out []byte, userProps []string) ([]Dataset, error) {
 	return datasets, nil
 }
 
-func parseDataset(fields, userProps []string) (Dataset, error) {
-	if want := datasetColumnCount + len(userProps); len(fields) != want {
+func parseDataset(fields, userProps []string, space bool) (Dataset, error) {
+	native, columns := datasetColumnCount, datasetColumns
+	if space {
+		native, columns = datasetColumnCount+spaceColumnCount, datasetColumns+","+spaceColumns
+	}
+	if want := native + len(userProps); len(fields) != want {
 		return Dataset{}, fmt.Errorf("%d columns, want %d (a value with a tab or newline?)", len(fields), want)
 	}
-	r := rowParser{columns: datasetColumns, fields: fields}
+	r := rowParser{columns: columns, fields: fields}
 	d := Dataset{
 		Name:           fields[0],
 		Type:           r.datasetType(1),
@@ -174,7 +183,11 @@ func parseDataset(fields, userProps []string) (Dataset, error) {
 		ReadOnly:       r.onOff(12),
 		Clones:         r.list(13),
 		DeferDestroy:   r.onOff(14),
-		User:           userValues(userProps, fields[datasetColumnCount:]),
+		User:           userValues(userProps, fields[native:]),
+	}
+	if space {
+		d.UsedBySnapshots = r.number(datasetColumnCount)
+		d.CompressRatio = r.ratio(datasetColumnCount + 1)
 	}
 	if r.err != nil {
 		return Dataset{}, fmt.Errorf("dataset %s: %w", d.Name, r.err)
@@ -261,6 +274,20 @@ func (r *rowParser) number(i int) uint64 {
 func (r *rowParser) percent(i int) uint64 {
 	r.fields[i] = strings.TrimSuffix(r.fields[i], "%")
 	return r.number(i)
+}
+
+// ratio parses a ratio such as compressratio: "1.50" (with -p) or "1.50x";
+// "-" is 0.
+func (r *rowParser) ratio(i int) float64 {
+	value := strings.TrimSuffix(r.text(i), "x")
+	if value == "" {
+		return 0
+	}
+	n, err := strconv.ParseFloat(value, 64)
+	if err != nil || n < 0 {
+		r.fail(i, "%q is not a ratio", r.fields[i])
+	}
+	return n
 }
 
 // time parses a unix timestamp in seconds; "-" is the zero time.

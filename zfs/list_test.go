@@ -164,6 +164,25 @@ func TestListParsesRecordedOutput(t *testing.T) {
 	}
 }
 
+func TestListWithSpaceReadsUsedBySnapshotsAndCompressRatio(t *testing.T) {
+	fake := newFakeZFS(t)
+	fake.set("zfs.list", "stdout", "tank/csi/pvc-a\tfilesystem\t-\t49152\t24576\t1073717248\t12288\t1073741824\t0\t-\t-\t1795317108\toff\t-\t-\t24576\t2.35\tpvc-a\ttrue\n"+
+		"tank/csi/pvc-b\tvolume\t-\t12288\t12288\t6708374528\t6144\t-\t0\t2147483648\t16384\t1795317110\toff\t-\t-\t0\t1.00x\tpvc-b\ttrue\n")
+	rows, err := NewExec(ExecConfig{}).List(t.Context(), ListOptions{Roots: []string{"tank/csi"}, Depth: 1, UserProps: csiProps, Space: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"list", "-H", "-p", "-o", datasetColumns + ",usedbysnapshots,compressratio," + csiProps[0] + "," + csiProps[1],
+		"-t", "filesystem,volume", "-d", "1", "tank/csi"}
+	if argv := fake.argv("zfs.list"); !slices.Equal(argv, want) {
+		t.Errorf("argv\n got %q\nwant %q", argv, want)
+	}
+	if len(rows) != 2 || rows[0].UsedBySnapshots != 24576 || rows[0].CompressRatio != 2.35 ||
+		rows[0].User["zfs.csi.dev:csi-name"] != "pvc-a" || rows[1].CompressRatio != 1 {
+		t.Errorf("rows = %+v", rows)
+	}
+}
+
 func TestListRejectsRowsBrokenByTabsOrNewlinesInValues(t *testing.T) {
 	fake := newFakeZFS(t)
 	fake.setFile("zfs.list", "stdout", "list-tab-and-newline-in-values.txt")

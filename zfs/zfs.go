@@ -44,6 +44,12 @@ type Dataset struct {
 	Creation time.Time
 	ReadOnly bool
 
+	// UsedBySnapshots and CompressRatio are read only when ListOptions.Space
+	// asks for them (zero otherwise). CompressRatio is 1.0 for data stored
+	// uncompressed.
+	UsedBySnapshots uint64
+	CompressRatio   float64
+
 	// Clones lists the clones of a snapshot; DeferDestroy is set on a snapshot
 	// marked by `zfs destroy -d` that still has clones. Snapshots only.
 	Clones       []string
@@ -98,6 +104,9 @@ type ListOptions struct {
 	UserProps []string
 	// SkipMissing makes roots that do not exist no error.
 	SkipMissing bool
+	// Space also reads usedbysnapshots and compressratio (for metrics and
+	// operator listings; the RPCs do not need them).
+	Space bool
 }
 
 // Interface is what the rest of the driver uses of ZFS. Each method is one
