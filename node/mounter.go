@@ -167,7 +167,14 @@ func mountAt(mounts []MountInfo, path string) *MountInfo {
 		if mounts[i].MountPoint != path {
 			continue
 		}
-		if top == nil || mounts[i].ParentID == top.ID {
+		covered := false
+		for j := range mounts {
+			if mounts[j].MountPoint == path && mounts[j].ParentID == mounts[i].ID {
+				covered = true
+				break
+			}
+		}
+		if !covered {
 			top = &mounts[i]
 		}
 	}

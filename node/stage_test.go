@@ -1,0 +1,351 @@
+package node
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+func TestStageMountsEachKindOfVolumeWithOneZFSCommand(t *testing.T) {
+	for _, test := range []struct {
+		fsType     string
+		mountPoint string // relative to the staging directory
+		wantFSType string
+		wantSource func(h *harness, v *testVolume) string
+	}{
+		{"zfs", "", "zfs", func(h *harness, v *testVolume) string { return v.dataset }},
+		{"ext4", "", "ext4", func(h *harness, v *testVolume) string { return resolve(h, v) }},
+		{"xfs", "", "xfs", func(h *harness, v *testVolume) string { return resolve(h, v) }},
+		{"btrfs", "", "btrfs", func(h *harness, v *testVolume) string { return resolve(h, v) }},
+		{"block", blockStagingFile, "devtmpfs", func(h *harness, v *testVolume) string { return "udev" }},
+	} {
+		t.Run("a "+test.fsType+" volume is mounted at the staging path", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", test.fsType)
+			h.zfs.ResetCalls()
+			if err := h.stage(v); err != nil {
+				t.Fatal(err)
+			}
+			if calls := h.zfs.Calls(); calls["List"] != 1 || h.zfs.TotalCalls() != 1 {
+				t.Errorf("stage ran zfs commands %v, want one list", calls)
+			}
+			mount := h.mountAt(filepath.Join(v.staging, test.mountPoint))
+			if mount == nil {
+				t.Fatalf("nothing mounted at the staging path; mounts: %v", h.mountPoints())
+			}
+			if mount.FSType != test.wantFSType || mount.Source != test.wantSource(h, v) {
+				t.Errorf("staged %s from %s, want %s from %s", mount.FSType, mount.Source, test.wantFSType, test.wantSource(h, v))
+			}
+			if len(h.host.MountTable()) != 1 {
+				t.Errorf("mounts %v, want only the staging mount", h.mountPoints())
+			}
+		})
+	}
+}
+
+func resolve(h *harness, v *testVolume) string {
+	device, err := h.host.ResolveDevice(h.device(v))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return device
+}
+
+func TestStageFormatsOnlyBlankZvols(t *testing.T) {
+	t.Run("a blank zvol is formatted once, and staging it again formats nothing", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.unstage(v); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+		if fsType, _, formats := h.host.Filesystem(h.device(v)); fsType != "ext4" || formats != 1 {
+			t.Errorf("the zvol holds %q after %d formats, want ext4 after 1", fsType, formats)
+		}
+	})
+	t.Run("a zvol holding another filesystem is refused and left as it is", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		h.host.FormatDevice(h.device(v), "xfs")
+		wantCode(t, h.stage(v), codes.FailedPrecondition)
+		if fsType, _, formats := h.host.Filesystem(h.device(v)); fsType != "xfs" || formats != 0 {
+			t.Errorf("the zvol holds %q after %d formats, want the xfs it had", fsType, formats)
+		}
+		if len(h.host.MountTable()) != 0 {
+			t.Errorf("mounted %v", h.mountPoints())
+		}
+	})
+	t.Run("a blank clone is refused rather than formatted: it may hold raw data", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.volume("source", "ext4")
+		ctx := context.Background()
+		if err := h.zfs.Snapshot(ctx, source.dataset+"@snap", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.zfs.Clone(ctx, source.dataset+"@snap", "tank/csi/clone", map[string]string{
+			h.props.Managed: "true", h.props.FSType: "ext4", h.props.Source: "node-1:" + source.dataset + "@snap"}); err != nil {
+			t.Fatal(err)
+		}
+		clone := &testVolume{id: driver.VolumeID(testNode, "tank/csi/clone"), dataset: "tank/csi/clone", capability: source.capability,
+			staging: filepath.Join(h.dir, "clone-staging")}
+		h.host.AddDevice(h.device(clone), 1<<30)
+		wantCode(t, h.stage(clone), codes.FailedPrecondition)
+		if fsType, _, _ := h.host.Filesystem(h.device(clone)); fsType != "" {
+			t.Errorf("the clone was formatted %s", fsType)
+		}
+	})
+	t.Run("a clone with a filesystem is mounted as it is", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "xfs")
+		h.host.FormatDevice(h.device(v), "xfs")
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, formats := h.host.Filesystem(h.device(v)); formats != 0 {
+			t.Errorf("formatted %d times", formats)
+		}
+		if mount := h.mountAt(v.staging); mount == nil || !slices.Contains(mount.SuperOptions, "nouuid") {
+			t.Errorf("xfs staged as %+v, want it mounted with nouuid (clones share their origin's UUID)", mount)
+		}
+	})
+}
+
+func TestStageIsIdempotentAndRefusesConflicts(t *testing.T) {
+	t.Run("staging the same volume again at the same path runs no zfs command and mounts nothing more", func(t *testing.T) {
+		h := newHarness(t)
+		for _, fsType := range []string{"zfs", "ext4", "block"} {
+			v := h.volume("vol-"+fsType, fsType)
+			if err := h.stage(v); err != nil {
+				t.Fatal(err)
+			}
+			before := len(h.host.MountTable())
+			h.zfs.ResetCalls()
+			if err := h.stage(v); err != nil {
+				t.Fatalf("%s: %v", fsType, err)
+			}
+			if h.zfs.TotalCalls() != 0 || len(h.host.MountTable()) != before {
+				t.Errorf("%s: the repeat ran %v and left mounts %v", fsType, h.zfs.Calls(), h.mountPoints())
+			}
+		}
+	})
+	for _, test := range []struct {
+		name   string
+		change func(h *harness, v *testVolume)
+	}{
+		{"another volume at the same staging path", func(h *harness, v *testVolume) {
+			other := h.volume("other", "zfs")
+			v.id, v.dataset = other.id, other.dataset
+		}},
+		{"other mount flags", func(h *harness, v *testVolume) {
+			v.capability = mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "noexec")
+		}},
+		{"read-only where it was staged read-write", func(h *harness, v *testVolume) {
+			v.capability = mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY)
+		}},
+	} {
+		t.Run("staging with "+test.name+" is ALREADY_EXISTS", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", "zfs")
+			if err := h.stage(v); err != nil {
+				t.Fatal(err)
+			}
+			test.change(h, v)
+			wantCode(t, h.stage(v), codes.AlreadyExists)
+			if len(h.host.MountTable()) != 1 {
+				t.Errorf("mounts %v", h.mountPoints())
+			}
+		})
+	}
+	t.Run("staging a zvol for block access where it is staged as a filesystem is ALREADY_EXISTS", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+		v.capability = blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+		wantCode(t, h.stage(v), codes.AlreadyExists)
+	})
+}
+
+func TestStageEnforcesTheOwnershipGuard(t *testing.T) {
+	for _, test := range []struct {
+		name   string
+		volume func(h *harness) *testVolume
+		code   codes.Code
+	}{
+		{"a volume ID of another node is NOT_FOUND", func(h *harness) *testVolume {
+			v := h.volume("vol", "zfs")
+			v.id = driver.VolumeID("node-2", v.dataset)
+			return v
+		}, codes.NotFound},
+		{"a dataset outside the parent datasets is NOT_FOUND", func(h *harness) *testVolume {
+			v := h.volume("vol", "zfs")
+			v.id = driver.VolumeID(testNode, "tank/vol")
+			return v
+		}, codes.NotFound},
+		{"a malformed volume ID is NOT_FOUND", func(h *harness) *testVolume {
+			v := h.volume("vol", "zfs")
+			v.id = "not-an-id"
+			return v
+		}, codes.NotFound},
+		{"a dataset without the managed mark is NOT_FOUND", func(h *harness) *testVolume {
+			v := h.volume("vol", "zfs")
+			if err := h.zfs.Set(context.Background(), v.dataset, map[string]string{h.props.Managed: "false"}); err != nil {
+				h.t.Fatal(err)
+			}
+			return v
+		}, codes.NotFound},
+		{"a volume deleted while its snapshots have clones is NOT_FOUND", func(h *harness) *testVolume {
+			v := h.volume("vol", "zfs")
+			if err := h.zfs.Set(context.Background(), v.dataset, map[string]string{h.props.Deleted: "true"}); err != nil {
+				h.t.Fatal(err)
+			}
+			return v
+		}, codes.NotFound},
+		{"a volume that does not exist is NOT_FOUND", func(h *harness) *testVolume {
+			v := h.volume("vol", "zfs")
+			if err := h.zfs.Destroy(context.Background(), v.dataset, zfs.DestroyOptions{}); err != nil {
+				h.t.Fatal(err)
+			}
+			return v
+		}, codes.NotFound},
+		{"a volume_context that contradicts ZFS is INVALID_ARGUMENT", func(h *harness) *testVolume {
+			v := h.volume("vol", "ext4")
+			v.context[driver.ContextFSType] = "xfs"
+			return v
+		}, codes.InvalidArgument},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			h := newHarness(t)
+			v := test.volume(h)
+			wantCode(t, h.stage(v), test.code)
+			if len(h.host.MountTable()) != 0 {
+				t.Errorf("mounted %v", h.mountPoints())
+			}
+		})
+	}
+}
+
+func TestStageRefusesCapabilitiesTheVolumeCannotServe(t *testing.T) {
+	for _, test := range []struct {
+		name       string
+		fsType     string
+		capability *csi.VolumeCapability
+		code       codes.Code
+	}{
+		{"block access to a dataset", "zfs", blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"ext4 on a dataset", "zfs", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"ext4 on an xfs zvol", "xfs", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"a mount of a raw block zvol", "block", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"a MULTI_NODE access mode", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER), codes.FailedPrecondition},
+		{"an unknown filesystem", "zfs", mountCapability("ntfs", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"no access mode", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_UNKNOWN), codes.InvalidArgument},
+		{"a volume mount group", "zfs", &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{VolumeMountGroup: "1000"}}}, codes.InvalidArgument},
+		{"a mount flag ZFS would ignore", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "discard"), codes.InvalidArgument},
+		{"a mount flag that is not one", "ext4", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "bind"), codes.InvalidArgument},
+		{"an ext4 option the kernel refuses", "ext4", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "bogus=1"), codes.InvalidArgument},
+	} {
+		t.Run("staging with "+test.name+" is "+test.code.String(), func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", test.fsType)
+			v.capability = test.capability
+			wantCode(t, h.stage(v), test.code)
+			if len(h.host.MountTable()) != 0 {
+				t.Errorf("mounted %v", h.mountPoints())
+			}
+		})
+	}
+}
+
+func TestStageAppliesMountFlags(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "ext4")
+	v.capability = mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "noatime,nosuid", "discard")
+	if err := h.stage(v); err != nil {
+		t.Fatal(err)
+	}
+	mount := h.mountAt(v.staging)
+	if !mount.HasOption("noatime") || !mount.HasOption("nosuid") || !slices.Contains(mount.SuperOptions, "discard") {
+		t.Errorf("staged with options %v and %v, want noatime, nosuid and discard", mount.Options, mount.SuperOptions)
+	}
+}
+
+func TestStageWaitsForTheDeviceWithADeadline(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "ext4")
+	v.dataset, v.id = "tank/csi/no-device", driver.VolumeID(testNode, "tank/csi/no-device")
+	if err := h.zfs.Create(context.Background(), v.dataset, zfs.CreateOptions{VolSize: 1 << 30,
+		Properties: map[string]string{h.props.Managed: "true", h.props.FSType: "ext4"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, h.stage(v), codes.Unavailable)
+}
+
+func TestUnstage(t *testing.T) {
+	t.Run("unstaging unmounts every kind of volume and leaves the staging directory to the CO", func(t *testing.T) {
+		h := newHarness(t)
+		for _, fsType := range []string{"zfs", "ext4", "block"} {
+			v := h.volume("vol-"+fsType, fsType)
+			if err := h.stage(v); err != nil {
+				t.Fatal(err)
+			}
+			h.zfs.ResetCalls()
+			if err := h.unstage(v); err != nil {
+				t.Fatal(err)
+			}
+			if !exists(v.staging) || exists(filepath.Join(v.staging, blockStagingFile)) || h.zfs.TotalCalls() != 0 {
+				t.Errorf("%s: staging directory kept %v, block file kept %v, zfs calls %v", fsType,
+					exists(v.staging), exists(filepath.Join(v.staging, blockStagingFile)), h.zfs.Calls())
+			}
+		}
+		if len(h.host.MountTable()) != 0 {
+			t.Errorf("mounts left: %v", h.mountPoints())
+		}
+	})
+	t.Run("unstaging what is not staged succeeds", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "zfs")
+		if err := h.unstage(v); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("unstaging where something else is mounted is refused and leaves it", func(t *testing.T) {
+		h := newHarness(t)
+		v, other := h.volume("vol", "zfs"), h.volume("other", "zfs")
+		other.staging = v.staging
+		if err := h.stage(other); err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, h.unstage(v), codes.FailedPrecondition)
+		if h.mountAt(v.staging) == nil {
+			t.Error("the other volume was unmounted")
+		}
+	})
+}
+
+func TestCallsOnAVolumeInFlightAreAborted(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "zfs")
+	release, err := h.server.lock(volumeRef{id: v.id, dataset: v.dataset})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	wantCode(t, h.stage(v), codes.Aborted)
+	wantCode(t, h.publish(v, false), codes.Aborted)
+	wantCode(t, h.unpublish(v), codes.Aborted)
+	wantCode(t, h.unstage(v), codes.Aborted)
+}

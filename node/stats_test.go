@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+)
+
+func TestVolumeStats(t *testing.T) {
+	for _, test := range []struct {
+		fsType string
+		units  []csi.VolumeUsage_Unit
+		total  int64
+	}{
+		{"zfs", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES, csi.VolumeUsage_INODES}, fakeDatasetBytes},
+		{"ext4", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES, csi.VolumeUsage_INODES}, 1 << 30},
+		{"block", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES}, 1 << 30},
+	} {
+		t.Run("a published "+test.fsType+" volume reports its usage at the target and at the staging path", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", test.fsType)
+			h.mustStageAndPublish(v)
+			for _, path := range []string{v.target, v.staging} {
+				stats, err := h.server.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.id, VolumePath: path})
+				if err != nil {
+					t.Fatal(err)
+				}
+				usage := stats.GetUsage()
+				if len(usage) != len(test.units) || usage[0].GetTotal() != test.total {
+					t.Fatalf("%s: usage %v, want %v with %d bytes", path, usage, test.units, test.total)
+				}
+				for i, unit := range test.units {
+					if usage[i].GetUnit() != unit || usage[i].GetTotal() <= 0 {
+						t.Errorf("%s: usage %v", path, usage[i])
+					}
+				}
+			}
+		})
+	}
+	for _, test := range []struct {
+		name string
+		path func(h *harness, v, other *testVolume) string
+	}{
+		{"a path that does not exist", func(h *harness, v, other *testVolume) string { return filepath.Join(h.dir, "nowhere") }},
+		{"a directory where nothing is mounted", func(h *harness, v, other *testVolume) string { return h.dir }},
+		{"another volume's target", func(h *harness, v, other *testVolume) string { return other.target }},
+	} {
+		t.Run(test.name+" is NOT_FOUND", func(t *testing.T) {
+			h := newHarness(t)
+			v, other := h.volume("vol", "zfs"), h.volume("other", "zfs")
+			h.mustStageAndPublish(v)
+			h.mustStageAndPublish(other)
+			_, err := h.server.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.id, VolumePath: test.path(h, v, other)})
+			wantCode(t, err, codes.NotFound)
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	t.Run("a formatted zvol's filesystem grows to the zvol's new size", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		h.mustStageAndPublish(v)
+		h.host.SetDeviceSize(h.device(v), 2<<30)
+		h.zfs.ResetCalls()
+		response, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
+			StagingTargetPath: v.staging, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}, VolumeCapability: v.capability})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, size, _ := h.host.Filesystem(h.device(v)); size != 2<<30 || response.GetCapacityBytes() != 2<<30 {
+			t.Errorf("the filesystem has %d bytes, the response says %d; want 2 GiB", size, response.GetCapacityBytes())
+		}
+		if h.zfs.TotalCalls() != 0 {
+			t.Errorf("expand ran zfs commands %v", h.zfs.Calls())
+		}
+	})
+	t.Run("a capacity the zvol does not have yet is OUT_OF_RANGE", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "xfs")
+		h.mustStageAndPublish(v)
+		_, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
+			CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}})
+		wantCode(t, err, codes.OutOfRange)
+	})
+	for _, fsType := range []string{"zfs", "block"} {
+		t.Run("a "+fsType+" volume needs nothing from the node", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.mustStageAndPublish(v)
+			if _, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("a volume that is not at the path is NOT_FOUND", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		_, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.staging})
+		wantCode(t, err, codes.NotFound)
+	})
+	t.Run("a capability the driver never serves is INVALID_ARGUMENT", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		h.mustStageAndPublish(v)
+		_, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
+			VolumeCapability: mountCapability("ext4", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)})
+		wantCode(t, err, codes.InvalidArgument)
+	})
+}
+
+func TestRequestsMissingRequiredFieldsAreInvalid(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "zfs")
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"stage without a volume ID": func() error {
+			_, err := h.server.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{StagingTargetPath: v.staging, VolumeCapability: v.capability})
+			return err
+		},
+		"stage without a staging path": func() error {
+			_, err := h.server.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "nonsense", VolumeCapability: v.capability})
+			return err
+		},
+		"stage without a capability": func() error {
+			_, err := h.server.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "nonsense", StagingTargetPath: v.staging})
+			return err
+		},
+		"publish without a target": func() error {
+			_, err := h.server.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "nonsense", StagingTargetPath: v.staging})
+			return err
+		},
+		"unpublish without a target": func() error {
+			_, err := h.server.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "nonsense"})
+			return err
+		},
+		"unstage without a volume ID": func() error {
+			_, err := h.server.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{StagingTargetPath: v.staging})
+			return err
+		},
+		"stats without a path": func() error {
+			_, err := h.server.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "nonsense"})
+			return err
+		},
+		"expand without a path": func() error {
+			_, err := h.server.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: "nonsense"})
+			return err
+		},
+	} {
+		t.Run(name+" is INVALID_ARGUMENT", func(t *testing.T) { wantCode(t, call(), codes.InvalidArgument) })
+	}
+}
+
+func TestNodeInfoAndCapabilities(t *testing.T) {
+	h := newHarness(t)
+	info, err := h.server.NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
+	if err != nil || info.GetNodeId() != testNode || info.GetMaxVolumesPerNode() != 7 ||
+		info.GetAccessibleTopology().GetSegments()["zfs.csi.dev/node"] != testNode {
+		t.Errorf("NodeGetInfo: %v, %v", info, err)
+	}
+	capabilities, err := h.server.NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[csi.NodeServiceCapability_RPC_Type]bool{}
+	for _, capability := range capabilities.GetCapabilities() {
+		got[capability.GetRpc().GetType()] = true
+	}
+	for _, want := range []csi.NodeServiceCapability_RPC_Type{csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS, csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER} {
+		if !got[want] {
+			t.Errorf("capability %s missing", want)
+		}
+	}
+	if got[csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP] {
+		t.Error("VOLUME_MOUNT_GROUP is advertised but cannot be honoured")
+	}
+}
