@@ -38,6 +38,8 @@ type options struct {
 	reapInterval time.Duration
 	stopTimeout  time.Duration
 	node         node.Options
+	kubernetes   bool // host.go: serve and register in kubeletDir too
+	kubeletDir   string
 }
 
 // stringList is a repeatable flag; from the environment it is comma-separated.
@@ -72,7 +74,7 @@ func main() {
 	}
 	if err := run(args, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "zfs-csi:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -91,6 +93,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	flags.DurationVar(&opts.reapInterval, "reap-interval", envDuration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
 	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", envInt("ZFS_CSI_MAX_VOLUMES_PER_NODE", 0), "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
 	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", envDuration("ZFS_CSI_DEVICE_TIMEOUT", node.DefaultDeviceTimeout), "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
+	flags.BoolVar(&opts.kubernetes, "kubernetes", envBool("ZFS_CSI_KUBERNETES", false), "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
+	flags.StringVar(&opts.kubeletDir, "kubelet-dir", env("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory, for --kubernetes [ZFS_CSI_KUBELET_DIR]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", envDuration("ZFS_CSI_STOP_TIMEOUT", 30*time.Second), "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
 	if err := flags.Parse(args); err != nil {
 		return opts, err
@@ -118,11 +122,11 @@ func run(args []string, stderr io.Writer) error {
 		return nil
 	}
 	if err != nil {
-		return err
+		return configError{err}
 	}
 	log, err := newLogger(opts.logLevel, opts.logFormat, stderr)
 	if err != nil {
-		return err
+		return configError{err}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -139,12 +143,18 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, z, opts.Config) }
-	server := driver.NewServer(log, driver.Services{
+	services := driver.Services{
 		Identity:   driver.NewIdentity(opts.Config, log, ready, true),
 		Controller: controllerService,
 		Node:       node.New(opts.Config, z, node.NewMounter(log), log, opts.node),
-	})
+	}
+	server := driver.NewServer(log, services)
 	if err := server.Listen(opts.endpoint); err != nil {
+		return err
+	}
+	kubelet, err := startKubelet(log, opts, services)
+	if err != nil {
+		server.Stop(ctx)
 		return err
 	}
 	go controllerService.RunReaper(ctx, opts.reapInterval)
@@ -153,10 +163,11 @@ func run(args []string, stderr io.Writer) error {
 		log.Info().Msg("stopping")
 		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
 		defer cancel()
-		server.Stop(stopCtx)
+		stopServing(stopCtx, log, kubelet, server)
 	}()
 	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
 		Strs("parents", opts.ParentDatasets).Msg("started")
+	notifyReady(log, opts)
 	return server.Serve()
 }
 

@@ -1,0 +1,90 @@
+package main
+
+// What ties the daemon to its host: the service manager's readiness protocol,
+// Kubernetes registration through kubelet's plugin directory, and the exit
+// code that tells systemd a restart cannot help.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+// exitConfig is sysexits' EX_CONFIG. The unit's RestartPreventExitStatus=78
+// keeps systemd from restarting a daemon whose flags or environment are
+// wrong; other failures (a pool not imported yet) are retried.
+const exitConfig = 78
+
+// configError marks an error in the daemon's flags or environment.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+// exitCode is the process status for the error run returned.
+func exitCode(err error) int {
+	var config configError
+	if errors.As(err, &config) {
+		return exitConfig
+	}
+	return 1
+}
+
+// envBool reads a boolean environment variable the way flag.BoolVar parses
+// its argument; unset or unparsable means fallback.
+func envBool(name string, fallback bool) bool {
+	if value, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return value
+	}
+	return fallback
+}
+
+// startKubelet serves the CSI services at <kubelet-dir>/plugins/<driver>/
+// csi.sock and registers them with kubelet, in Kubernetes mode only (nil
+// otherwise). The --endpoint socket keeps serving beside it, for the
+// operator's tools and for Nomad on a host that runs both.
+func startKubelet(log zerolog.Logger, opts options, services driver.Services, extra ...grpc.UnaryServerInterceptor) (*driver.Kubelet, error) {
+	if !opts.kubernetes {
+		return nil, nil
+	}
+	kubelet := driver.NewKubelet(log, driver.KubeletConfig{Dir: opts.kubeletDir, DriverName: opts.DriverName}, services, extra...)
+	return kubelet, kubelet.Listen()
+}
+
+// notifyReady tells systemd (Type=notify) that every socket listens; it is
+// called after the parent datasets were checked.
+func notifyReady(log zerolog.Logger, opts options) {
+	sockets := []string{opts.endpoint}
+	if opts.kubernetes {
+		sockets = append(sockets, driver.KubeletConfig{Dir: opts.kubeletDir, DriverName: opts.DriverName}.CSISocket())
+	}
+	notify(log, driver.NotifyReady, driver.NotifyStatus("serving "+strings.Join(sockets, " and ")))
+}
+
+func notify(log zerolog.Logger, lines ...string) {
+	if sent, err := driver.Notify(lines...); err != nil {
+		log.Warn().Err(err).Msg("cannot notify the service manager")
+	} else if sent {
+		log.Debug().Strs("state", lines).Msg("notified the service manager")
+	}
+}
+
+// stopServing tells systemd the daemon is stopping, then stops the kubelet
+// sockets (registration first) and the main server side by side, so that
+// one's calls under way do not eat the other's share of the stop timeout.
+func stopServing(ctx context.Context, log zerolog.Logger, kubelet *driver.Kubelet, server *driver.Server) {
+	notify(log, driver.NotifyStopping, driver.NotifyStatus("stopping"))
+	var wg sync.WaitGroup
+	if kubelet != nil {
+		wg.Go(func() { kubelet.Stop(ctx) })
+	}
+	wg.Go(func() { server.Stop(ctx) })
+	wg.Wait()
+}
