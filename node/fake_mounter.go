@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ type fakeDevice struct {
 	size     uint64
 	fsType   string
 	fsSize   uint64
+	uuid     string
 	readOnly bool
 	formats  int
 }
@@ -75,12 +77,13 @@ func (f *FakeMounter) SetDeviceSize(link string, size uint64) {
 	}
 }
 
-// FormatDevice puts a filesystem on a device, as data from a snapshot would.
-func (f *FakeMounter) FormatDevice(link, fsType string) {
+// FormatDevice puts a filesystem on a device. A clone's data carries its
+// origin's filesystem UUID: give both the same uuid.
+func (f *FakeMounter) FormatDevice(link, fsType, uuid string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if device := f.device(link); device != nil {
-		device.fsType, device.fsSize = fsType, device.size
+		device.fsType, device.fsSize, device.uuid = fsType, device.size, uuid
 	}
 }
 
@@ -93,6 +96,16 @@ func (f *FakeMounter) Filesystem(link string) (fsType string, size uint64, forma
 		return device.fsType, device.fsSize, device.formats
 	}
 	return "", 0, 0
+}
+
+// uuidOf is the UUID of the filesystem on a device (tests copy it to clones).
+func (f *FakeMounter) uuidOf(link string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if device := f.device(link); device != nil {
+		return device.uuid
+	}
+	return ""
 }
 
 // MountTable is the mount table, oldest first.
@@ -121,7 +134,7 @@ func (f *FakeMounter) Reboot() {
 	for _, link := range names {
 		old := devices[links[link]]
 		device := f.addDevice(link, old.size)
-		device.fsType, device.fsSize, device.formats = old.fsType, old.fsSize, old.formats
+		device.fsType, device.fsSize, device.uuid, device.formats = old.fsType, old.fsSize, old.uuid, old.formats
 	}
 }
 
@@ -206,9 +219,33 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 			return &os.PathError{Op: "mount " + source + " -o " + option, Path: target, Err: unix.EINVAL}
 		}
 	}
+	if twin := f.mountedTwin(device); twin != "" && (fsType == "btrfs" || fsType == "xfs" && !slices.Contains(data, "nouuid")) {
+		// XFS refuses a second filesystem with a mounted one's UUID (EINVAL)
+		// unless told nouuid; btrfs takes it for another device of the
+		// mounted filesystem (EEXIST).
+		errno := unix.EINVAL
+		if fsType == "btrfs" {
+			errno = unix.EEXIST
+		}
+		return &os.PathError{Op: "mount " + source + " (same UUID as " + twin + ")", Path: target, Err: errno}
+	}
 	mount.Source = device.node
 	f.add(mount)
 	return nil
+}
+
+// mountedTwin is another device with the same filesystem UUID that is
+// mounted, or "". Callers hold mu.
+func (f *FakeMounter) mountedTwin(device *fakeDevice) string {
+	if device.uuid == "" {
+		return ""
+	}
+	for _, mount := range f.mounts {
+		if other, ok := f.devices[mount.Source]; ok && other != device && other.uuid == device.uuid {
+			return other.node
+		}
+	}
+	return ""
 }
 
 func knownOption(known []string, option string) bool {
@@ -359,7 +396,7 @@ func (f *FakeMounter) Format(ctx context.Context, device, fsType string) error {
 	case f.mountedDevice(found):
 		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.EBUSY}
 	}
-	found.fsType, found.fsSize = fsType, found.size
+	found.fsType, found.fsSize, found.uuid = fsType, found.size, fmt.Sprintf("%s-%d", found.node, found.formats)
 	found.formats++
 	return nil
 }
@@ -372,6 +409,21 @@ func (f *FakeMounter) mountedDevice(device *fakeDevice) bool {
 		}
 	}
 	return false
+}
+
+// NewUUID implements Mounter.
+func (f *FakeMounter) NewUUID(ctx context.Context, fsType, device string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.device(device)
+	switch {
+	case found == nil || found.fsType != fsType:
+		return fmt.Errorf("btrfstune %s: no %s filesystem", device, fsType)
+	case f.mountedDevice(found):
+		return fmt.Errorf("btrfstune %s: mounted", device)
+	}
+	found.uuid = found.node + "-new"
+	return nil
 }
 
 // Resize implements Mounter: the filesystem grows to its device's size.

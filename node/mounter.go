@@ -39,6 +39,9 @@ type Mounter interface {
 	Probe(ctx context.Context, device string) (string, error)
 	// Format makes a filesystem of fsType on a blank device.
 	Format(ctx context.Context, device, fsType string) error
+	// NewUUID gives the filesystem on an unmounted device a new identity,
+	// for clones of btrfs, which refuses to mount two devices with one UUID.
+	NewUUID(ctx context.Context, fsType, device string) error
 	// Resize grows the mounted filesystem on device to the device's size.
 	Resize(ctx context.Context, fsType, device, mountPath string) error
 	// SetDeviceReadOnly sets the kernel's read-only flag of a block device

@@ -167,6 +167,16 @@ func (h *hostMounter) Format(ctx context.Context, device, fsType string) error {
 	return err
 }
 
+func (h *hostMounter) NewUUID(ctx context.Context, fsType, device string) error {
+	if fsType != "btrfs" {
+		return fmt.Errorf("cannot give %s on %s a new UUID", fsType, device)
+	}
+	// -m changes only the UUID the kernel sees (metadata_uuid): no rewrite
+	// of every block, so it takes a moment whatever the size.
+	_, err := h.run(ctx, "btrfstune", "-f", "-m", device)
+	return err
+}
+
 func (h *hostMounter) Resize(ctx context.Context, fsType, device, mountPath string) error {
 	var err error
 	switch fsType {

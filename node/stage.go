@@ -172,12 +172,20 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 	switch {
 	case err != nil:
 		return fmt.Errorf("mounting %s failed (%v), and so did probing it: %w", device, mountErr, err)
+	case found == fsType && fsType == "btrfs" && errors.Is(mountErr, unix.EEXIST) && madeFromSource(row, s.props):
+		// A clone's btrfs has its origin's UUID, and btrfs takes it for
+		// another device of the origin's filesystem when that is mounted.
+		s.log.Info().Str("volume_id", volume.id).Str("device", device).Msg("giving a cloned btrfs a new UUID")
+		if err := s.mounter.NewUUID(ctx, fsType, device); err != nil {
+			return fmt.Errorf("mounting %s failed (%v), and so did giving it a new UUID: %w", device, mountErr, err)
+		}
+		return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
 	case found == fsType:
 		return mountRefused(mountErr, options)
 	case found != "":
 		return status.Errorf(codes.FailedPrecondition, "volume %q should hold %s but its device %s holds %s; it is left as it is",
 			volume.id, fsType, device, found)
-	case row.Origin != "" || row.User[s.props.Source] != "":
+	case madeFromSource(row, s.props):
 		return status.Errorf(codes.FailedPrecondition, "volume %q was made from %s but its device %s holds no filesystem; "+
 			"it is not formatted, as it may hold data written as raw blocks", volume.id, sourceOf(row, s.props), device)
 	}
@@ -186,6 +194,11 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 		return err
 	}
 	return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
+}
+
+// madeFromSource reports whether a volume was cloned or copied from another.
+func madeFromSource(row zfs.Dataset, props driver.UserProps) bool {
+	return row.Origin != "" || row.User[props.Source] != ""
 }
 
 func sourceOf(row zfs.Dataset, props driver.UserProps) string {

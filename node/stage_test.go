@@ -78,7 +78,7 @@ func TestStageFormatsOnlyBlankZvols(t *testing.T) {
 	t.Run("a zvol holding another filesystem is refused and left as it is", func(t *testing.T) {
 		h := newHarness(t)
 		v := h.volume("vol", "ext4")
-		h.host.FormatDevice(h.device(v), "xfs")
+		h.host.FormatDevice(h.device(v), "xfs", "")
 		wantCode(t, h.stage(v), codes.FailedPrecondition)
 		if fsType, _, formats := h.host.Filesystem(h.device(v)); fsType != "xfs" || formats != 0 {
 			t.Errorf("the zvol holds %q after %d formats, want the xfs it had", fsType, formats)
@@ -89,37 +89,55 @@ func TestStageFormatsOnlyBlankZvols(t *testing.T) {
 	})
 	t.Run("a blank clone is refused rather than formatted: it may hold raw data", func(t *testing.T) {
 		h := newHarness(t)
-		source := h.volume("source", "ext4")
-		ctx := context.Background()
-		if err := h.zfs.Snapshot(ctx, source.dataset+"@snap", nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.zfs.Clone(ctx, source.dataset+"@snap", "tank/csi/clone", map[string]string{
-			h.props.Managed: "true", h.props.FSType: "ext4", h.props.Source: "node-1:" + source.dataset + "@snap"}); err != nil {
-			t.Fatal(err)
-		}
-		clone := &testVolume{id: driver.VolumeID(testNode, "tank/csi/clone"), dataset: "tank/csi/clone", capability: source.capability,
-			staging: filepath.Join(h.dir, "clone-staging")}
-		h.host.AddDevice(h.device(clone), 1<<30)
+		clone := h.clone(h.volume("source", "ext4"), "clone")
 		wantCode(t, h.stage(clone), codes.FailedPrecondition)
 		if fsType, _, _ := h.host.Filesystem(h.device(clone)); fsType != "" {
 			t.Errorf("the clone was formatted %s", fsType)
 		}
 	})
-	t.Run("a clone with a filesystem is mounted as it is", func(t *testing.T) {
-		h := newHarness(t)
-		v := h.volume("vol", "xfs")
-		h.host.FormatDevice(h.device(v), "xfs")
-		if err := h.stage(v); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, formats := h.host.Filesystem(h.device(v)); formats != 0 {
-			t.Errorf("formatted %d times", formats)
-		}
-		if mount := h.mountAt(v.staging); mount == nil || !slices.Contains(mount.SuperOptions, "nouuid") {
-			t.Errorf("xfs staged as %+v, want it mounted with nouuid (clones share their origin's UUID)", mount)
-		}
-	})
+	for _, fsType := range []string{"ext4", "xfs", "btrfs"} {
+		t.Run("an "+fsType+" clone mounts beside its mounted origin, with the origin's data", func(t *testing.T) {
+			h := newHarness(t)
+			source := h.volume("source", fsType)
+			if err := h.stage(source); err != nil {
+				t.Fatal(err)
+			}
+			clone := h.clone(source, "clone")
+			if err := h.stage(clone); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, formats := h.host.Filesystem(h.device(clone)); got != fsType || formats != 0 {
+				t.Errorf("the clone holds %s formatted %d times, want its origin's %s and no format", got, formats, fsType)
+			}
+			if mount := h.mountAt(clone.staging); mount == nil || mount.FSType != fsType {
+				t.Errorf("the clone is staged as %+v", mount)
+			}
+		})
+	}
+}
+
+// clone makes a clone of a zvol as the controller does, its device holding
+// whatever the origin's holds, filesystem UUID included.
+func (h *harness) clone(source *testVolume, name string) *testVolume {
+	h.t.Helper()
+	ctx := context.Background()
+	snapshot := source.dataset + "@for-" + name
+	if err := h.zfs.Snapshot(ctx, snapshot, nil); err != nil {
+		h.t.Fatal(err)
+	}
+	clone := *source
+	clone.dataset = "tank/csi/" + name
+	clone.id = driver.VolumeID(testNode, clone.dataset)
+	clone.staging, clone.target = filepath.Join(h.dir, name, "staging"), filepath.Join(h.dir, name, "target")
+	if err := h.zfs.Clone(ctx, snapshot, clone.dataset, map[string]string{h.props.Managed: "true",
+		h.props.FSType: source.fsType, h.props.Source: driver.SnapshotID(testNode, snapshot)}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.host.AddDevice(h.device(&clone), 1<<30)
+	if fsType, _, _ := h.host.Filesystem(h.device(source)); fsType != "" {
+		h.host.FormatDevice(h.device(&clone), fsType, h.host.uuidOf(h.device(source)))
+	}
+	return &clone
 }
 
 func TestStageIsIdempotentAndRefusesConflicts(t *testing.T) {
