@@ -17,10 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/metrics"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -40,6 +39,8 @@ type options struct {
 	node         node.Options
 	kubernetes   bool // host.go: serve and register in kubeletDir too
 	kubeletDir   string
+	// metricsAddress is where Prometheus metrics are served; "" for nowhere.
+	metricsAddress string
 }
 
 // stringList is a repeatable flag; from the environment it is comma-separated.
@@ -78,18 +79,42 @@ func main() {
 	}
 }
 
-func parseOptions(args []string, stderr io.Writer) (options, error) {
+// driverFlags registers the flags that say which datasets are the driver's,
+// shared by the daemon and the operator commands; finish completes cfg
+// after parsing (parents from the environment) and validates it.
+func driverFlags(flags *flag.FlagSet, cfg *driver.Config) (finish func() error) {
 	hostname, _ := os.Hostname()
+	parents := &stringList{}
+	flags.StringVar(&cfg.DriverName, "driver-name", env("ZFS_CSI_DRIVER_NAME", "zfs.csi.dev"), "CSI driver name [ZFS_CSI_DRIVER_NAME]")
+	flags.StringVar(&cfg.NodeID, "node-id", env("ZFS_CSI_NODE_ID", hostname), "this node's ID [ZFS_CSI_NODE_ID] (default: the hostname)")
+	flags.Var(parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
+	return func() error {
+		cfg.ParentDatasets = *parents
+		if len(*parents) == 0 {
+			for _, parent := range strings.Split(os.Getenv("ZFS_CSI_PARENT_DATASETS"), ",") {
+				if parent = strings.TrimSpace(parent); parent != "" {
+					cfg.ParentDatasets = append(cfg.ParentDatasets, parent)
+				}
+			}
+		}
+		return cfg.Validate()
+	}
+}
+
+// endpointFlag registers --endpoint, the daemon's socket.
+func endpointFlag(flags *flag.FlagSet, endpoint *string) {
+	flags.StringVar(endpoint, "endpoint", env("CSI_ENDPOINT", "unix:///run/zfs-csi/csi.sock"), "CSI unix socket [CSI_ENDPOINT]")
+}
+
+func parseOptions(args []string, stderr io.Writer) (options, error) {
 	opts := options{Config: driver.Config{Version: version}}
-	var parents stringList
 	flags := flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	flags.StringVar(&opts.DriverName, "driver-name", env("ZFS_CSI_DRIVER_NAME", "zfs.csi.dev"), "CSI driver name [ZFS_CSI_DRIVER_NAME]")
-	flags.StringVar(&opts.NodeID, "node-id", env("ZFS_CSI_NODE_ID", hostname), "this node's ID [ZFS_CSI_NODE_ID] (default: the hostname)")
-	flags.Var(&parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
-	flags.StringVar(&opts.endpoint, "endpoint", env("CSI_ENDPOINT", "unix:///run/zfs-csi/csi.sock"), "CSI unix socket [CSI_ENDPOINT]")
-	flags.StringVar(&opts.logLevel, "log-level", env("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
-	flags.StringVar(&opts.logFormat, "log-format", env("ZFS_CSI_LOG_FORMAT", "json"), "json or console [ZFS_CSI_LOG_FORMAT]")
+	finishConfig := driverFlags(flags, &opts.Config)
+	endpointFlag(flags, &opts.endpoint)
+	flags.StringVar(&opts.logLevel, "log-level", env("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
+	flags.StringVar(&opts.logFormat, "log-format", env("ZFS_CSI_LOG_FORMAT", "auto"), "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
+	flags.StringVar(&opts.metricsAddress, "metrics-address", env("ZFS_CSI_METRICS_ADDRESS", ""), "serve Prometheus metrics at http://ADDRESS/metrics; a bare port binds loopback; off when empty [ZFS_CSI_METRICS_ADDRESS]")
 	flags.DurationVar(&opts.reapInterval, "reap-interval", envDuration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
 	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", envInt("ZFS_CSI_MAX_VOLUMES_PER_NODE", 0), "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
 	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", envDuration("ZFS_CSI_DEVICE_TIMEOUT", node.DefaultDeviceTimeout), "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
@@ -105,15 +130,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if opts.node.MaxVolumesPerNode < 0 {
 		return opts, fmt.Errorf("--max-volumes-per-node must not be negative")
 	}
-	opts.ParentDatasets = parents
-	if len(parents) == 0 {
-		for _, parent := range strings.Split(os.Getenv("ZFS_CSI_PARENT_DATASETS"), ",") {
-			if parent = strings.TrimSpace(parent); parent != "" {
-				opts.ParentDatasets = append(opts.ParentDatasets, parent)
-			}
-		}
-	}
-	return opts, opts.Validate()
+	return opts, finishConfig()
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -124,14 +141,20 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return configError{err}
 	}
-	log, err := newLogger(opts.logLevel, opts.logFormat, stderr)
+	log, level, err := newLogger(opts.logLevel, opts.logFormat, stderr)
 	if err != nil {
 		return configError{err}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	level.followSignals(ctx, log)
 
-	z := zfs.NewExec(zfs.ExecConfig{Logger: log})
+	var z *zfs.Exec
+	telemetry, err := newTelemetry(log, opts, func(ctx context.Context) (metrics.State, error) { return metricsState(ctx, z, opts.Config) })
+	if err != nil {
+		return err
+	}
+	z = zfs.NewExec(zfs.ExecConfig{Logger: log, OnCommand: telemetry.onCommand()})
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = driver.CheckParents(startCtx, z, opts.Config)
 	cancel()
@@ -148,42 +171,29 @@ func run(args []string, stderr io.Writer) error {
 		Controller: controllerService,
 		Node:       node.New(opts.Config, z, node.NewMounter(log), log, opts.node),
 	}
-	server := driver.NewServer(log, services)
+	server := driver.NewServer(log, services, telemetry.interceptors()...)
 	if err := server.Listen(opts.endpoint); err != nil {
 		return err
 	}
-	kubelet, err := startKubelet(log, opts, services)
+	kubelet, err := startKubelet(log, opts, services, telemetry.interceptors()...)
 	if err != nil {
 		server.Stop(ctx)
 		return err
 	}
 	go controllerService.RunReaper(ctx, opts.reapInterval)
+	go telemetry.serve(log)
 	go func() {
 		<-ctx.Done()
 		log.Info().Msg("stopping")
 		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
 		defer cancel()
+		telemetry.stop(stopCtx)
 		stopServing(stopCtx, log, kubelet, server)
 	}()
 	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
 		Strs("parents", opts.ParentDatasets).Msg("started")
 	notifyReady(log, opts)
 	return server.Serve()
-}
-
-func newLogger(level, format string, out io.Writer) (zerolog.Logger, error) {
-	parsed, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" {
-		return zerolog.Logger{}, fmt.Errorf("log level %q: use debug, info, warn or error", level)
-	}
-	switch format {
-	case "json":
-	case "console":
-		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
-	default:
-		return zerolog.Logger{}, fmt.Errorf("log format %q: use json or console", format)
-	}
-	return zerolog.New(out).Level(parsed).With().Timestamp().Logger(), nil
 }
 
 func env(name, fallback string) string {
