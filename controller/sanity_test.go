@@ -51,11 +51,11 @@ func TestSanity(t *testing.T) {
 
 	// No spec is skipped by us. The suite skips 23 by itself, each for a
 	// capability the driver does not advertise, on purpose:
-	//   - ControllerPublish/Unpublish (11): volumes are node-local, there is
+	//   - ControllerPublish/Unpublish (10): volumes are node-local, there is
 	//     nothing to attach;
 	//   - GroupController (6): volume group snapshots are not implemented;
-	//   - Controller/Node volume health and NodeGetStorageHealth (6 with the
-	//     next): VOLUME_CONDITION is not reported yet;
+	//   - Controller/Node volume health and NodeGetStorageHealth (6):
+	//     VOLUME_CONDITION is not reported yet;
 	//   - SNAPSHOT_ACCESSIBILITY_CONSTRAINTS (1): snapshots carry no topology.
 	// One spec is Pending upstream (marked so in csi-test itself).
 	RegisterFailHandler(Fail)
