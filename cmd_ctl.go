@@ -1,0 +1,284 @@
+package main
+
+// `zfs-csi ctl`: a CSI client of the daemon's socket, one call per run, the
+// response printed as JSON (the CSI protobuf's JSON form, with the spec's
+// field names) for scripts and jq. It plays the part csc plays for other
+// drivers, without a separate tool to install.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+func init() {
+	subcommands["ctl"] = struct {
+		summary string
+		run     func(args []string, stdout, stderr io.Writer) error
+	}{
+		summary: "call the daemon's CSI services (create-volume, stage, publish, list-snapshots, …) and print the response as JSON",
+		run:     runCtl,
+	}
+}
+
+// ctlCommand is one CSI call (or a few, for info) of ctl.
+type ctlCommand struct {
+	usage   string // the arguments after the command name
+	summary string
+	args    int // how many positional arguments it takes
+	flags   func(*flag.FlagSet, *ctlRequest)
+	call    func(context.Context, *ctlClient, *ctlRequest) (proto.Message, error)
+}
+
+// ctlRequest holds what the flags and arguments of a command say.
+type ctlRequest struct {
+	args          []string
+	size, limit   string
+	block         bool
+	fsType        string
+	accessMode    string
+	params        keyValues
+	mutable       keyValues
+	volumeContext keyValues
+	mountFlags    stringList
+	fromSnapshot  string
+	fromVolume    string
+	stagingPath   string
+	readOnly      bool
+	volumeID      string
+	snapshotID    string
+	maxEntries    int
+	startingToken string
+}
+
+// ctlClient holds the service clients of one connection.
+type ctlClient struct {
+	identity   csi.IdentityClient
+	controller csi.ControllerClient
+	node       csi.NodeClient
+}
+
+func runCtl(args []string, stdout, stderr io.Writer) error {
+	var endpoint string
+	var timeout time.Duration
+	flags := flag.NewFlagSet("zfs-csi ctl", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	endpointFlag(flags, &endpoint)
+	flags.DurationVar(&timeout, "timeout", 2*time.Minute, "deadline of the call")
+	flags.Usage = func() { ctlUsage(flags) }
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() == 0 {
+		flags.Usage()
+		return fmt.Errorf("name a command")
+	}
+	name := flags.Arg(0)
+	command, ok := ctlCommands[name]
+	if !ok {
+		flags.Usage()
+		return fmt.Errorf("unknown command %q", name)
+	}
+	request := &ctlRequest{}
+	commandFlags := flag.NewFlagSet("zfs-csi ctl "+name, flag.ContinueOnError)
+	commandFlags.SetOutput(stderr)
+	commandFlags.Usage = func() {
+		fmt.Fprintf(stderr, "usage: zfs-csi ctl %s %s\n  %s\n", name, command.usage, command.summary)
+		commandFlags.PrintDefaults()
+	}
+	if command.flags != nil {
+		command.flags(commandFlags, request)
+	}
+	var err error
+	if request.args, err = parseInterleaved(commandFlags, flags.Args()[1:]); err != nil {
+		return err
+	}
+	if len(request.args) != command.args {
+		commandFlags.Usage()
+		return fmt.Errorf("%s takes %d arguments, got %d", name, command.args, len(request.args))
+	}
+	conn, err := dialCSI(endpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	client := &ctlClient{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn)}
+	response, err := command.call(ctx, client, request)
+	if err != nil {
+		if s, ok := status.FromError(err); ok {
+			return fmt.Errorf("%s: %s: %s", name, s.Code(), s.Message())
+		}
+		return err
+	}
+	return writeProto(stdout, response)
+}
+
+func ctlUsage(flags *flag.FlagSet) {
+	out := flags.Output()
+	fmt.Fprintln(out, "usage: zfs-csi ctl [--endpoint unix:///run/zfs-csi/csi.sock] [--timeout 2m] COMMAND [ARGS] [FLAGS]")
+	names := make([]string, 0, len(ctlCommands))
+	for name := range ctlCommands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(out, "  %-18s %s\n", name, ctlCommands[name].summary)
+	}
+	fmt.Fprintln(out, "\"zfs-csi ctl COMMAND -h\" tells a command's flags. Sizes take K, M, G, T (or Ki, Mi, Gi, Ti): powers of 1024.")
+	flags.PrintDefaults()
+}
+
+// dialCSI connects to a CSI unix socket (unix:///path, unix:/path or /path).
+func dialCSI(endpoint string) (*grpc.ClientConn, error) {
+	path, err := driver.SocketPath(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// parseInterleaved parses flags wherever they stand among the positional
+// arguments ("create-volume pvc-1 --size 1G" as well as "--size 1G pvc-1").
+func parseInterleaved(flags *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := flags.Parse(args); err != nil {
+			return nil, err
+		}
+		args = flags.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional, args = append(positional, args[0]), args[1:]
+	}
+}
+
+// protojsonOptions print the field names of the CSI spec (volume_id).
+var protojsonOptions = protojson.MarshalOptions{UseProtoNames: true}
+
+// writeProto prints a response as indented JSON with the proto field names.
+// (protojson varies its spacing on purpose; json.Indent makes it stable.)
+func writeProto(out io.Writer, message proto.Message) error {
+	raw, err := protojsonOptions.Marshal(message)
+	if err != nil {
+		return err
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, raw, "", "  "); err != nil {
+		return err
+	}
+	indented.WriteByte('\n')
+	_, err = out.Write(indented.Bytes())
+	return err
+}
+
+// keyValues is a repeatable k=v flag.
+type keyValues map[string]string
+
+func (kv *keyValues) String() string { return fmt.Sprint(map[string]string(*kv)) }
+
+func (kv *keyValues) Set(value string) error {
+	key, val, found := strings.Cut(value, "=")
+	if !found || key == "" {
+		return fmt.Errorf("%q is not key=value", value)
+	}
+	if *kv == nil {
+		*kv = keyValues{}
+	}
+	(*kv)[key] = val
+	return nil
+}
+
+// parseSize reads a byte count with an optional binary suffix: 1073741824,
+// 1G, 1Gi, 512M, 64k. Empty is 0.
+func parseSize(value string) (int64, error) {
+	if value == "" {
+		return 0, nil
+	}
+	number := strings.TrimSuffix(strings.TrimSuffix(value, "i"), "B")
+	shift := 0
+	if n := len(number); n > 0 {
+		if i := strings.IndexByte("KMGTP", number[n-1]&^0x20); i >= 0 {
+			shift, number = 10*(i+1), number[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(number, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("size %q: want a byte count, optionally with K, M, G, T or P", value)
+	}
+	return n << shift, nil
+}
+
+// accessModes names the CSI access modes the way the flag takes them:
+// single-node-writer, multi-node-reader-only, …
+func accessMode(name string) (csi.VolumeCapability_AccessMode_Mode, error) {
+	if name == "" {
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, nil
+	}
+	var known []string
+	for value, enumName := range csi.VolumeCapability_AccessMode_Mode_name {
+		flagName := strings.ToLower(strings.ReplaceAll(enumName, "_", "-"))
+		if flagName == strings.ToLower(name) && value != 0 {
+			return csi.VolumeCapability_AccessMode_Mode(value), nil
+		}
+		if value != 0 {
+			known = append(known, flagName)
+		}
+	}
+	sort.Strings(known)
+	return 0, fmt.Errorf("access mode %q: use one of %s", name, strings.Join(known, ", "))
+}
+
+// capability is the volume capability the flags describe: block with
+// --block, else a mount with --fs-type ("" asks for a ZFS dataset).
+func (r *ctlRequest) capability() (*csi.VolumeCapability, error) {
+	if r.block && r.fsType != "" {
+		return nil, fmt.Errorf("--block and --fs-type exclude each other")
+	}
+	mode, err := accessMode(r.accessMode)
+	if err != nil {
+		return nil, err
+	}
+	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
+	if r.block {
+		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	} else {
+		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
+			FsType: r.fsType, MountFlags: r.mountFlags}}
+	}
+	return capability, nil
+}
+
+// capabilityFlags are the flags that describe a capability.
+func capabilityFlags(flags *flag.FlagSet, r *ctlRequest) {
+	flags.BoolVar(&r.block, "block", false, "raw block access (a zvol)")
+	flags.StringVar(&r.fsType, "fs-type", "", "filesystem: empty or zfs for a dataset, ext4, xfs or btrfs for a formatted zvol")
+	flags.StringVar(&r.accessMode, "access-mode", "single-node-writer", "CSI access mode, e.g. single-node-multi-writer")
+}
+
+func paramFlags(flags *flag.FlagSet, r *ctlRequest) {
+	flags.Var(&r.params, "param", "a parameter k=v, as a StorageClass gives it; repeatable")
+}
+
+func pageFlags(flags *flag.FlagSet, r *ctlRequest) {
+	flags.IntVar(&r.maxEntries, "max-entries", 0, "one page of at most this many entries; 0 lists all pages")
+	flags.StringVar(&r.startingToken, "starting-token", "", "where the page starts (the previous page's next_token)")
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+// ctlCommands are the calls ctl makes, by command name.
+var ctlCommands = map[string]ctlCommand{
+	"probe": {summary: "Probe: is the plugin ready", call: func(ctx context.Context, c *ctlClient, _ *ctlRequest) (proto.Message, error) {
+		return c.identity.Probe(ctx, &csi.ProbeRequest{})
+	}},
+	"info": {summary: "plugin name and version, capabilities of every service, node info", call: info},
+	"create-volume": {usage: "NAME [--size 1G] [--block | --fs-type ext4] [--param k=v]… [--from-snapshot ID | --from-volume ID]",
+		summary: "CreateVolume", args: 1, call: createVolume,
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			flags.StringVar(&r.size, "size", "", "required bytes (default: the driver's default size, or the source's)")
+			flags.StringVar(&r.limit, "limit", "", "limit bytes")
+			capabilityFlags(flags, r)
+			paramFlags(flags, r)
+			flags.Var(&r.mutable, "mutable-param", "a mutable parameter k=v (zfs.<property>); repeatable")
+			flags.StringVar(&r.fromSnapshot, "from-snapshot", "", "snapshot ID to make the volume from")
+			flags.StringVar(&r.fromVolume, "from-volume", "", "volume ID to clone")
+		}},
+	"delete-volume": {usage: "VOLUME_ID", summary: "DeleteVolume", args: 1,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.args[0]})
+		}},
+	"get-volume": {usage: "VOLUME_ID", summary: "ControllerGetVolume", args: 1,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.controller.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.args[0]})
+		}},
+	"list-volumes": {usage: "[--max-entries N] [--starting-token T]", summary: "ListVolumes", flags: pageFlags, call: listVolumes},
+	"expand-volume": {usage: "VOLUME_ID --size 2G [--block | --fs-type ext4]", summary: "ControllerExpandVolume", args: 1,
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			flags.StringVar(&r.size, "size", "", "the new size (required bytes)")
+			capabilityFlags(flags, r)
+		}, call: expandVolume},
+	"modify-volume": {usage: "VOLUME_ID --mutable-param zfs.compression=zstd…", summary: "ControllerModifyVolume", args: 1,
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			flags.Var(&r.mutable, "mutable-param", "a mutable parameter k=v (zfs.<property>); repeatable")
+		}, call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.controller.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: r.args[0], MutableParameters: r.mutable})
+		}},
+	"get-capacity": {usage: "[--param k=v]… [--block | --fs-type ext4]", summary: "GetCapacity",
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			capabilityFlags(flags, r)
+			paramFlags(flags, r)
+		}, call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			capability, err := r.capability()
+			if err != nil {
+				return nil, err
+			}
+			return c.controller.GetCapacity(ctx, &csi.GetCapacityRequest{Parameters: r.params,
+				VolumeCapabilities: []*csi.VolumeCapability{capability}})
+		}},
+	"create-snapshot": {usage: "NAME SOURCE_VOLUME_ID [--param k=v]…", summary: "CreateSnapshot", args: 2, flags: paramFlags,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: r.args[0], SourceVolumeId: r.args[1], Parameters: r.params})
+		}},
+	"delete-snapshot": {usage: "SNAPSHOT_ID", summary: "DeleteSnapshot", args: 1,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: r.args[0]})
+		}},
+	"list-snapshots": {usage: "[--volume VOLUME_ID | --snapshot SNAPSHOT_ID] [--max-entries N] [--starting-token T]",
+		summary: "ListSnapshots", call: listSnapshots,
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			flags.StringVar(&r.volumeID, "volume", "", "only the snapshots of this volume")
+			flags.StringVar(&r.snapshotID, "snapshot", "", "only this snapshot")
+			pageFlags(flags, r)
+		}},
+	"stage": {usage: "VOLUME_ID STAGING_PATH [--block | --fs-type ext4] [--mount-flag f]… [--context k=v]…",
+		summary: "NodeStageVolume (kind and context read from the volume unless given)", args: 2, flags: nodeFlags, call: stage},
+	"unstage": {usage: "VOLUME_ID STAGING_PATH", summary: "NodeUnstageVolume", args: 2,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: r.args[0], StagingTargetPath: r.args[1]})
+		}},
+	"publish": {usage: "VOLUME_ID TARGET_PATH --staging-path PATH [--readonly] [--block | --fs-type ext4] [--mount-flag f]…",
+		summary: "NodePublishVolume (kind and context read from the volume unless given)", args: 2, call: publish,
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			nodeFlags(flags, r)
+			flags.StringVar(&r.stagingPath, "staging-path", "", "where the volume is staged (required)")
+			flags.BoolVar(&r.readOnly, "readonly", false, "publish read-only")
+		}},
+	"unpublish": {usage: "VOLUME_ID TARGET_PATH", summary: "NodeUnpublishVolume", args: 2,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: r.args[0], TargetPath: r.args[1]})
+		}},
+	"node-expand-volume": {usage: "VOLUME_ID PATH --size 2G [--staging-path PATH]", summary: "NodeExpandVolume", args: 2,
+		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+			flags.StringVar(&r.size, "size", "", "the new size (required bytes)")
+			flags.StringVar(&r.stagingPath, "staging-path", "", "where the volume is staged")
+		}, call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			size, err := parseSize(r.size)
+			if err != nil {
+				return nil, err
+			}
+			return c.node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: r.args[0], VolumePath: r.args[1],
+				StagingTargetPath: r.stagingPath, CapacityRange: &csi.CapacityRange{RequiredBytes: size}})
+		}},
+	"volume-stats": {usage: "VOLUME_ID PATH", summary: "NodeGetVolumeStats", args: 2,
+		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+			return c.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: r.args[0], VolumePath: r.args[1]})
+		}},
+}
+
+// info gathers what the plugin says about itself into one JSON object.
+func info(ctx context.Context, c *ctlClient, _ *ctlRequest) (proto.Message, error) {
+	calls := []struct {
+		key  string
+		call func() (proto.Message, error)
+	}{
+		{"plugin_info", func() (proto.Message, error) { return c.identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}) }},
+		{"plugin_capabilities", func() (proto.Message, error) {
+			return c.identity.GetPluginCapabilities(ctx, &csi.GetPluginCapabilitiesRequest{})
+		}},
+		{"controller_capabilities", func() (proto.Message, error) {
+			return c.controller.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+		}},
+		{"node_capabilities", func() (proto.Message, error) {
+			return c.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})
+		}},
+		{"node_info", func() (proto.Message, error) { return c.node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}) }},
+	}
+	fields := map[string]any{}
+	for _, call := range calls {
+		response, err := call.call()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", call.key, err)
+		}
+		fields[call.key] = protoToAny(response)
+	}
+	return structpb.NewStruct(fields)
+}
+
+// protoToAny turns a message into the generic form structpb takes.
+func protoToAny(message proto.Message) any {
+	raw, _ := protojsonOptions.Marshal(message)
+	var value any
+	_ = json.Unmarshal(raw, &value)
+	return value
+}
+
+func createVolume(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+	capability, err := r.capability()
+	if err != nil {
+		return nil, err
+	}
+	required, err := parseSize(r.size)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := parseSize(r.limit)
+	if err != nil {
+		return nil, err
+	}
+	request := &csi.CreateVolumeRequest{Name: r.args[0], VolumeCapabilities: []*csi.VolumeCapability{capability},
+		Parameters: r.params, MutableParameters: r.mutable}
+	if required > 0 || limit > 0 {
+		request.CapacityRange = &csi.CapacityRange{RequiredBytes: required, LimitBytes: limit}
+	}
+	switch {
+	case r.fromSnapshot != "" && r.fromVolume != "":
+		return nil, fmt.Errorf("--from-snapshot and --from-volume exclude each other")
+	case r.fromSnapshot != "":
+		request.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: r.fromSnapshot}}}
+	case r.fromVolume != "":
+		request.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: r.fromVolume}}}
+	}
+	return c.controller.CreateVolume(ctx, request)
+}
+
+func expandVolume(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+	size, err := parseSize(r.size)
+	if err != nil || size == 0 {
+		return nil, fmt.Errorf("--size: give the new size (%v)", err)
+	}
+	capability, err := r.capability()
+	if err != nil {
+		return nil, err
+	}
+	return c.controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: r.args[0],
+		CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: capability})
+}
+
+// listVolumes lists one page, or every page merged into one response.
+func listVolumes(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+	all := &csi.ListVolumesResponse{}
+	token := r.startingToken
+	for {
+		page, err := c.controller.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: int32(r.maxEntries), StartingToken: token})
+		if err != nil || r.maxEntries > 0 {
+			return page, err
+		}
+		all.Entries = append(all.Entries, page.GetEntries()...)
+		if token = page.GetNextToken(); token == "" {
+			return all, nil
+		}
+	}
+}
+
+func listSnapshots(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+	all := &csi.ListSnapshotsResponse{}
+	token := r.startingToken
+	for {
+		page, err := c.controller.ListSnapshots(ctx, &csi.ListSnapshotsRequest{MaxEntries: int32(r.maxEntries), StartingToken: token,
+			SourceVolumeId: r.volumeID, SnapshotId: r.snapshotID})
+		if err != nil || r.maxEntries > 0 {
+			return page, err
+		}
+		all.Entries = append(all.Entries, page.GetEntries()...)
+		if token = page.GetNextToken(); token == "" {
+			return all, nil
+		}
+	}
+}
+
+func nodeFlags(flags *flag.FlagSet, r *ctlRequest) {
+	capabilityFlags(flags, r)
+	flags.Var(&r.mountFlags, "mount-flag", "a mount flag (noatime, …); repeatable")
+	flags.Var(&r.volumeContext, "context", "a volume context entry k=v; repeatable (default: the context the controller gives the volume)")
+}
+
+// nodeCapability completes a node call's capability and volume context:
+// what the flags say, else what the controller says of the volume (its kind
+// and filesystem), the way a CO passes on CreateVolume's answer.
+func (r *ctlRequest) nodeCapability(ctx context.Context, c *ctlClient) (*csi.VolumeCapability, error) {
+	if !r.block && r.fsType == "" || r.volumeContext == nil {
+		response, err := c.controller.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.args[0]})
+		if err != nil {
+			return nil, fmt.Errorf("reading the volume's kind (give --block or --fs-type, and --context, to skip this): %w", err)
+		}
+		volumeContext := response.GetVolume().GetVolumeContext()
+		if r.volumeContext == nil {
+			r.volumeContext = volumeContext
+		}
+		if !r.block && r.fsType == "" {
+			r.block = volumeContext[driver.ContextKind] == driver.KindZvol && volumeContext[driver.ContextFSType] == ""
+			r.fsType = volumeContext[driver.ContextFSType]
+		}
+	}
+	return r.capability()
+}
+
+func stage(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+	capability, err := r.nodeCapability(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return c.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: r.args[0], StagingTargetPath: r.args[1],
+		VolumeCapability: capability, VolumeContext: r.volumeContext})
+}
+
+func publish(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+	if r.stagingPath == "" {
+		return nil, fmt.Errorf("--staging-path is required: the path the volume was staged at")
+	}
+	capability, err := r.nodeCapability(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return c.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: r.args[0], TargetPath: r.args[1],
+		StagingTargetPath: r.stagingPath, VolumeCapability: capability, Readonly: r.readOnly, VolumeContext: r.volumeContext})
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
+	"github.com/zfs-csi/zfs-csi/node"
+)
+
+// ctlHarness is a daemon on a fake pool and a fake host, served on a real
+// socket, for ctl to call.
+type ctlHarness struct {
+	t        *testing.T
+	fixture  *inventorytest.Fixture
+	mounter  *node.FakeMounter
+	endpoint string
+}
+
+func newCtlHarness(t *testing.T) *ctlHarness {
+	t.Helper()
+	f := inventorytest.New(t)
+	mounter := node.NewFakeMounter()
+	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, f.Fake, f.Config) }
+	server := driver.NewServer(zerolog.Nop(), driver.Services{
+		Identity:   driver.NewIdentity(f.Config, zerolog.Nop(), ready, true),
+		Controller: f.Controller,
+		Node:       node.New(f.Config, f.Fake, mounter, zerolog.Nop(), node.Options{}),
+	})
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "csi.sock")
+	if err := server.Listen(endpoint); err != nil {
+		t.Fatal(err)
+	}
+	go server.Serve()
+	t.Cleanup(func() { server.Stop(context.Background()) })
+	return &ctlHarness{t: t, fixture: f, mounter: mounter, endpoint: endpoint}
+}
+
+// ctl runs `zfs-csi ctl` and decodes its JSON output.
+func (h *ctlHarness) ctl(args ...string) map[string]any {
+	h.t.Helper()
+	var stdout, stderr bytes.Buffer
+	if err := runCtl(append([]string{"--endpoint", h.endpoint}, args...), &stdout, &stderr); err != nil {
+		h.t.Fatalf("ctl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var out map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		h.t.Fatalf("ctl %s printed no JSON object: %v\n%s", strings.Join(args, " "), err, stdout.String())
+	}
+	return out
+}
+
+// field walks a decoded JSON object: field(out, "volume", "volume_id").
+func field(value any, path ...string) any {
+	for _, key := range path {
+		object, _ := value.(map[string]any)
+		value = object[key]
+	}
+	return value
+}
+
+func TestCtlDrivesAVolumeThroughItsLife(t *testing.T) {
+	h := newCtlHarness(t)
+	created := h.ctl("create-volume", "pvc-1", "--size", "2G", "--param", "zfs.compression=zstd")
+	volumeID, _ := field(created, "volume", "volume_id").(string)
+	if volumeID != inventorytest.NodeID+":tank/csi/pvc-1" || field(created, "volume", "capacity_bytes") != "2147483648" ||
+		field(created, "volume", "volume_context", "kind") != "dataset" {
+		t.Fatalf("create-volume printed %v", created)
+	}
+	snapshot := h.ctl("create-snapshot", "snap-1", volumeID)
+	snapshotID, _ := field(snapshot, "snapshot", "snapshot_id").(string)
+	if snapshotID == "" || field(snapshot, "snapshot", "ready_to_use") != true {
+		t.Fatalf("create-snapshot printed %v", snapshot)
+	}
+	clone := h.ctl("create-volume", "pvc-2", "--from-snapshot", snapshotID)
+	if field(clone, "volume", "content_source", "snapshot", "snapshot_id") != snapshotID {
+		t.Errorf("the clone does not name its source: %v", clone)
+	}
+	if entries, _ := field(h.ctl("list-volumes"), "entries").([]any); len(entries) != 2 {
+		t.Errorf("list-volumes lists %d volumes, want 2", len(entries))
+	}
+	if entries, _ := field(h.ctl("list-snapshots", "--volume", volumeID), "entries").([]any); len(entries) != 1 {
+		t.Errorf("list-snapshots --volume lists %d snapshots, want 1", len(entries))
+	}
+	if expanded := h.ctl("expand-volume", volumeID, "--size", "3G"); field(expanded, "capacity_bytes") != "3221225472" {
+		t.Errorf("expand-volume printed %v", expanded)
+	}
+
+	staging, target := filepath.Join(t.TempDir(), "staging"), filepath.Join(t.TempDir(), "target")
+	h.ctl("stage", volumeID, staging)
+	h.ctl("publish", volumeID, target, "--staging-path", staging, "--readonly")
+	mounts := map[string]node.MountInfo{}
+	for _, mount := range h.mounter.MountTable() {
+		mounts[mount.MountPoint] = mount
+	}
+	if mounts[staging].Source != "tank/csi/pvc-1" || mounts[target].Source != "tank/csi/pvc-1" || !mounts[target].ReadOnly() {
+		t.Errorf("after stage and publish --readonly the mounts are %+v", h.mounter.MountTable())
+	}
+	h.ctl("unpublish", volumeID, target)
+	h.ctl("unstage", volumeID, staging)
+	if table := h.mounter.MountTable(); len(table) != 0 {
+		t.Errorf("mounts left after unpublish and unstage: %+v", table)
+	}
+
+	h.ctl("delete-snapshot", snapshotID)
+	h.ctl("delete-volume", volumeID)
+	if entries, _ := field(h.ctl("list-volumes"), "entries").([]any); len(entries) != 1 {
+		t.Errorf("after delete-volume list-volumes lists %d volumes, want the clone alone", len(entries))
+	}
+}
+
+func TestCtlStagesARawBlockVolumeFromTheKindTheControllerGives(t *testing.T) {
+	h := newCtlHarness(t)
+	volumeID, _ := field(h.ctl("create-volume", "blk", "--size", "64M", "--block"), "volume", "volume_id").(string)
+	h.mounter.AddDevice("/dev/zvol/tank/csi/blk", 64<<20)
+	staging := filepath.Join(t.TempDir(), "staging")
+	h.ctl("stage", volumeID, staging)
+	for _, mount := range h.mounter.MountTable() {
+		if strings.HasPrefix(mount.MountPoint, staging) && mount.FSType == "devtmpfs" {
+			return
+		}
+	}
+	t.Errorf("no device node bound under %s: %+v", staging, h.mounter.MountTable())
+}
+
+func TestCtlInfoAndProbeDescribeThePlugin(t *testing.T) {
+	h := newCtlHarness(t)
+	info := h.ctl("info")
+	if field(info, "plugin_info", "name") != "zfs.csi.dev" || field(info, "node_info", "node_id") != inventorytest.NodeID {
+		t.Errorf("info printed %v", info)
+	}
+	if capabilities, _ := field(info, "controller_capabilities", "capabilities").([]any); len(capabilities) == 0 {
+		t.Errorf("info shows no controller capabilities: %v", info)
+	}
+	if probe := h.ctl("probe"); field(probe, "ready") != true {
+		t.Errorf("probe printed %v", probe)
+	}
+}
+
+func TestCtlRefusesWhatItCannotSend(t *testing.T) {
+	h := newCtlHarness(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unknown command", []string{"explode"}, "unknown command"},
+		{"too few arguments", []string{"create-snapshot", "snap"}, "takes 2 arguments"},
+		{"a size that is no size", []string{"create-volume", "v", "--size", "big"}, "size \"big\""},
+		{"block and a filesystem at once", []string{"create-volume", "v", "--block", "--fs-type", "ext4"}, "exclude each other"},
+		{"an unknown access mode", []string{"create-volume", "v", "--access-mode", "everyone"}, "single-node-writer"},
+		{"publish without the staging path", []string{"publish", "n:tank/csi/v", "/mnt"}, "--staging-path is required"},
+		{"a call the driver refuses, with its code", []string{"delete-volume", ""}, "InvalidArgument"},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := runCtl(append([]string{"--endpoint", h.endpoint}, test.args...), &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), test.want) {
+				t.Errorf("err = %v, want one containing %q", err, test.want)
+			}
+		})
+	}
+}
+
+func TestParseSizeTakesBinarySuffixes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+	}{
+		{"1073741824", 1 << 30}, {"1G", 1 << 30}, {"1Gi", 1 << 30}, {"512M", 512 << 20}, {"64k", 64 << 10}, {"2T", 2 << 40}, {"", 0},
+	}
+	for _, test := range tests {
+		if got, err := parseSize(test.in); err != nil || got != test.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", test.in, got, err, test.want)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/zfs-csi/zfs-csi/inventory"
+)
+
+func init() {
+	subcommands["doctor"] = struct {
+		summary string
+		run     func(args []string, stdout, stderr io.Writer) error
+	}{
+		summary: "look for what the driver cannot repair by itself and say what to do; exits 1 when it finds something",
+		run:     runDoctor,
+	}
+}
+
+// errProblemsFound makes doctor exit non-zero after printing its findings.
+var errProblemsFound = errors.New("problems found")
+
+func runDoctor(args []string, stdout, stderr io.Writer) error {
+	coDirs := &stringList{}
+	op, err := parseOperator("doctor", args, stdout, stderr, func(flags *flag.FlagSet) {
+		flags.Var(coDirs, "co-dir", "where a container orchestrator stages and publishes volumes; repeat for several "+
+			"[ZFS_CSI_CO_DIRS, comma-separated] (default "+strings.Join(inventory.DefaultCODirs(), ", ")+")")
+	})
+	if err != nil {
+		return err
+	}
+	op.host.CODirs = *coDirs
+	if len(*coDirs) == 0 {
+		op.host.CODirs = inventory.DefaultCODirs()
+		if fromEnv := os.Getenv("ZFS_CSI_CO_DIRS"); fromEnv != "" {
+			op.host.CODirs = strings.Split(fromEnv, ",")
+		}
+	}
+	return op.doctor()
+}
+
+func (op *operator) doctor() error {
+	inv, err := op.read()
+	if err != nil {
+		return err
+	}
+	mounts, err := op.host.Mounts()
+	if err != nil {
+		return err
+	}
+	findings := op.host.Diagnose(op.cfg, inv, mounts)
+	if op.json {
+		if findings == nil {
+			findings = []inventory.Finding{}
+		}
+		if err := op.writeJSON(map[string]any{"findings": findings}); err != nil {
+			return err
+		}
+	} else {
+		for _, finding := range findings {
+			fmt.Fprintf(op.stdout, "%s: %s\n  problem: %s\n  fix:     %s\n\n", finding.Kind, finding.Subject, finding.Problem, finding.Fix)
+		}
+		if len(findings) == 0 {
+			fmt.Fprintf(op.stdout, "no problems found (%d volumes, %d snapshots under %s)\n",
+				len(inv.Volumes), len(inv.Snapshots), strings.Join(op.cfg.ParentDatasets, ", "))
+		}
+	}
+	if len(findings) > 0 {
+		return fmt.Errorf("%w: %d", errProblemsFound, len(findings))
+	}
+	return nil
+}

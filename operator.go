@@ -1,0 +1,144 @@
+package main
+
+// What the operator commands (volumes, snapshots, status, doctor) share:
+// the daemon's flags for finding the driver's datasets, the host's mount
+// table, and output as a table for people or JSON for scripts.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/inventory"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// operator is one run of an operator command.
+type operator struct {
+	cfg     driver.Config
+	zfs     zfs.Interface
+	host    inventory.Host
+	json    bool
+	timeout time.Duration
+	stdout  io.Writer
+}
+
+// operatorFlags registers the flags every operator command takes; finish
+// validates them after parsing and builds the operator.
+func operatorFlags(flags *flag.FlagSet, stdout io.Writer) (finish func() (*operator, error)) {
+	op := &operator{stdout: stdout}
+	finishConfig := driverFlags(flags, &op.cfg)
+	output := flags.String("o", "table", "output: table or json")
+	flags.DurationVar(&op.timeout, "timeout", time.Minute, "how long the zfs commands may take")
+	flags.StringVar(&op.host.MountInfo, "mountinfo", "/proc/self/mountinfo", "the mount table to read")
+	flags.StringVar(&op.host.DevDir, "dev-dir", "/dev", "where the zvol links are (DIR/zvol/<dataset>)")
+	return func() (*operator, error) {
+		if err := finishConfig(); err != nil {
+			return nil, err
+		}
+		switch *output {
+		case "table":
+		case "json":
+			op.json = true
+		default:
+			return nil, fmt.Errorf("-o %q: use table or json", *output)
+		}
+		if flags.NArg() > 0 {
+			return nil, fmt.Errorf("unexpected arguments %q", flags.Args())
+		}
+		op.zfs = zfs.NewExec(zfs.ExecConfig{})
+		return op, nil
+	}
+}
+
+// parseOperator parses an operator command's arguments; extra registers the
+// command's own flags.
+func parseOperator(name string, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (*operator, error) {
+	flags := flag.NewFlagSet("zfs-csi "+name, flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	finish := operatorFlags(flags, stdout)
+	if extra != nil {
+		extra(flags)
+	}
+	if err := flags.Parse(args); err != nil {
+		return nil, err
+	}
+	return finish()
+}
+
+// read takes the inventory and places it on the mount table.
+func (op *operator) read() (inventory.Inventory, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), op.timeout)
+	defer cancel()
+	inv, err := inventory.Read(ctx, op.zfs, op.cfg)
+	if err != nil {
+		return inv, err
+	}
+	mounts, err := op.host.Mounts()
+	if err != nil {
+		return inv, fmt.Errorf("reading the mount table: %w", err)
+	}
+	op.host.Place(&inv, mounts)
+	return inv, nil
+}
+
+// writeJSON writes v indented, for scripts (and jq).
+func (op *operator) writeJSON(v any) error {
+	encoder := json.NewEncoder(op.stdout)
+	encoder.SetIndent("", "  ")
+	return encoder.Encode(v)
+}
+
+// table writes aligned columns; "" cells print as "-".
+type table struct{ w *tabwriter.Writer }
+
+func newTable(out io.Writer, header ...string) *table {
+	t := &table{w: tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	for i, cell := range cells {
+		if cell == "" {
+			cells[i] = "-"
+		}
+	}
+	fmt.Fprintln(t.w, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() error { return t.w.Flush() }
+
+// humanBytes is a size the way zfs list prints it: 1.5G, 512M, 0.
+func humanBytes(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d", n)
+	}
+	value, unit := float64(n), -1
+	for value >= 1024 && unit < len(units)-1 {
+		value /= 1024
+		unit++
+	}
+	if value < 10 {
+		return fmt.Sprintf("%.1f%c", value, units[unit])
+	}
+	return fmt.Sprintf("%.0f%c", value, units[unit])
+}
+
+// kindName is a volume's kind in one word: dataset, zvol/ext4, zvol/block.
+func kindName(volume inventory.Volume) string {
+	switch {
+	case volume.Kind != driver.KindZvol:
+		return volume.Kind
+	case volume.FSType == "":
+		return "zvol/block"
+	}
+	return "zvol/" + volume.FSType
+}
