@@ -23,3 +23,28 @@ demo:
 # Only build (or find) the cached guest image.
 e2e-image:
 	e2e/run.sh image
+
+# Distro packages into dist/ (packaging/nfpm.yaml): the static binary in
+# /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi. nfpm is pinned
+# here (v2.44.2 is the newest that installs from the Go module proxy) and built
+# into out/tools on first use. Package versions: tag v1.2.3 → 1.2.3; an
+# untagged commit → 0.0.0+git<commit>.
+NFPM_VERSION := v2.44.2
+NFPM := out/tools/nfpm-$(NFPM_VERSION)
+PKG_VERSION ?= $(shell echo '$(VERSION)' | sed -E 's/^v?([0-9]+\.[0-9])/\1/; t ok; s/^/0.0.0+git/; :ok; s/-/./g')
+PKG_ARCH ?= $(shell go env GOARCH)
+
+.PHONY: deb rpm verify-unit
+
+deb rpm: build verify-unit $(NFPM)
+	mkdir -p dist && rm -f dist/*.$@
+	PKG_VERSION='$(PKG_VERSION)' PKG_ARCH='$(PKG_ARCH)' $(NFPM) package --config packaging/nfpm.yaml --packager $@ --target dist/
+
+$(NFPM):
+	mkdir -p out/tools
+	cd / && GOBIN='$(CURDIR)/out/tools/.gobin' CGO_ENABLED=0 go install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv out/tools/.gobin/nfpm $@ && rmdir out/tools/.gobin
+
+# systemd-analyze verify of the unit (any warning fails).
+verify-unit: build
+	systemd/verify.sh out/zfs-csi

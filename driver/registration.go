@@ -190,26 +190,39 @@ type keptSocket struct {
 	file     os.FileInfo       // the socket file as created
 }
 
-// listen creates the socket (owner-only, like Server.Listen) and serves it.
-func (s *keptSocket) listen() error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o750); err != nil {
-		return err
+// ListenUnix listens on a unix socket at path as Server.Listen does: the
+// directory is created, a stale socket from an earlier run is replaced, a
+// socket another process serves is not, and only the owner may connect. It
+// also returns the socket file's identity, to notice its removal later.
+// Closing the listener never unlinks the path: by then it may hold a new
+// socket.
+func ListenUnix(path string) (*net.UnixListener, os.FileInfo, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, nil, err
 	}
-	if err := removeStaleSocket(s.path); err != nil {
-		return err
+	if err := removeStaleSocket(path); err != nil {
+		return nil, nil, err
 	}
-	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.path, Net: "unix"})
+	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	// Closing must never unlink: by then the path may hold a new socket.
 	listener.SetUnlinkOnClose(false)
-	file, err := os.Lstat(s.path)
+	file, err := os.Lstat(path)
 	if err == nil {
-		err = os.Chmod(s.path, 0o600)
+		err = os.Chmod(path, 0o600)
 	}
 	if err != nil {
 		listener.Close()
+		return nil, nil, err
+	}
+	return listener, file, nil
+}
+
+// listen creates the socket and serves it.
+func (s *keptSocket) listen() error {
+	listener, file, err := ListenUnix(s.path)
+	if err != nil {
 		return err
 	}
 	s.listener, s.file = listener, file

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+)
+
+func TestTheDefaultFileDocumentsEveryDaemonVariable(t *testing.T) {
+	var usage bytes.Buffer
+	if _, err := parseOptions([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseOptions(-h) = %v", err)
+	}
+	variables := regexp.MustCompile(`\[((?:ZFS_CSI|CSI)_[A-Z_]+)`).FindAllStringSubmatch(usage.String(), -1)
+	if len(variables) < 5 {
+		t.Fatalf("found only %d variables in the usage text:\n%s", len(variables), usage.String())
+	}
+	defaults, err := os.ReadFile("packaging/default/zfs-csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, variable := range variables {
+		name := variable[1]
+		t.Run(name+" is in packaging/default/zfs-csi", func(t *testing.T) {
+			if !regexp.MustCompile(`(?m)^#?` + name + `=`).Match(defaults) {
+				t.Errorf("packaging/default/zfs-csi has no line %q=…: document the option there (commented, with its default)", name)
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"a configuration error exits 78 so that systemd does not restart", configError{errors.New("no parent dataset")}, 78},
+		{"a wrapped configuration error still exits 78", fmt.Errorf("start: %w", configError{errors.New("bad")}), 78},
+		{"any other error exits 1 and systemd retries", errors.New("pool tank is FAULTED"), 1},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if got := exitCode(test.err); got != test.want {
+				t.Errorf("exitCode = %d, want %d", got, test.want)
+			}
+		})
+	}
+}
+
+func TestEnvBool(t *testing.T) {
+	tests := []struct {
+		name, value string
+		set         bool
+		want        bool
+	}{
+		{"unset keeps the default", "", false, true},
+		{"false turns it off", "false", true, false},
+		{"0 turns it off", "0", true, false},
+		{"a typo keeps the default", "flase", true, true},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if test.set {
+				t.Setenv("ZFS_CSI_TEST_BOOL", test.value)
+			} else {
+				os.Unsetenv("ZFS_CSI_TEST_BOOL")
+			}
+			if got := envBool("ZFS_CSI_TEST_BOOL", true); got != test.want {
+				t.Errorf("envBool = %t, want %t", got, test.want)
+			}
+		})
+	}
+}

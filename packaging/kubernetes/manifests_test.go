@@ -1,0 +1,430 @@
+// Package kubernetes holds the Kubernetes manifests of zfs-csi (the *.yaml
+// files beside this one) and the test that parses every one of them and
+// checks the fields that matter: one driver name throughout, the CSIDriver
+// semantics, the sidecars' arguments and socket, and RBAC for what the
+// sidecars do.
+package kubernetes
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const (
+	driverName = "zfs.csi.dev"
+	namespace  = "zfs-csi"
+	socketDir  = "/var/lib/kubelet/plugins/" + driverName
+)
+
+// object is one parsed manifest document.
+type object struct {
+	file string
+	doc  map[string]any
+}
+
+func (o object) kind() string { return str(o.doc, "kind") }
+func (o object) name() string { return str(o.doc, "metadata", "name") }
+func (o object) String() string {
+	return fmt.Sprintf("%s %s (%s)", o.kind(), o.name(), o.file)
+}
+
+// get walks maps by key and lists by index; it returns nil when the path
+// does not exist.
+func get(node any, path ...any) any {
+	for _, step := range path {
+		switch key := step.(type) {
+		case string:
+			m, ok := node.(map[string]any)
+			if !ok {
+				return nil
+			}
+			node = m[key]
+		case int:
+			l, ok := node.([]any)
+			if !ok || key >= len(l) {
+				return nil
+			}
+			node = l[key]
+		}
+	}
+	return node
+}
+
+func str(node any, path ...any) string {
+	value, _ := get(node, path...).(string)
+	return value
+}
+
+func list(node any, path ...any) []any {
+	value, _ := get(node, path...).([]any)
+	return value
+}
+
+func texts(node any, path ...any) []string {
+	var out []string
+	for _, item := range list(node, path...) {
+		out = append(out, fmt.Sprint(item))
+	}
+	return out
+}
+
+// load parses every document of every *.yaml file here.
+func load(t *testing.T) []object {
+	t.Helper()
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	var objects []object
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoder := yaml.NewDecoder(f)
+		for {
+			var doc map[string]any
+			err := decoder.Decode(&doc)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if doc != nil {
+				objects = append(objects, object{file: file, doc: doc})
+			}
+		}
+		f.Close()
+	}
+	return objects
+}
+
+func only(t *testing.T, objects []object, kind string) []object {
+	t.Helper()
+	var found []object
+	for _, o := range objects {
+		if o.kind() == kind {
+			found = append(found, o)
+		}
+	}
+	if len(found) == 0 {
+		t.Fatalf("no %s among the manifests", kind)
+	}
+	return found
+}
+
+func TestEveryManifestIsAWellFormedObject(t *testing.T) {
+	clusterScoped := []string{"Namespace", "CSIDriver", "StorageClass", "VolumeSnapshotClass", "ClusterRole", "ClusterRoleBinding"}
+	for _, o := range load(t) {
+		t.Run(o.String(), func(t *testing.T) {
+			if str(o.doc, "apiVersion") == "" || o.kind() == "" || o.name() == "" {
+				t.Fatalf("apiVersion, kind and metadata.name are required: %v", o.doc)
+			}
+			namespaced := !slices.Contains(clusterScoped, o.kind())
+			if got := str(o.doc, "metadata", "namespace"); namespaced && got != namespace {
+				t.Errorf("namespace = %q, want %q", got, namespace)
+			} else if !namespaced && got != "" {
+				t.Errorf("a cluster-scoped object has namespace %q", got)
+			}
+		})
+	}
+}
+
+func TestCSIDriver(t *testing.T) {
+	drivers := only(t, load(t), "CSIDriver")
+	if len(drivers) != 1 {
+		t.Fatalf("%d CSIDrivers, want 1", len(drivers))
+	}
+	driver := drivers[0].doc
+	tests := []struct {
+		name  string
+		field string
+		got   any
+		want  any
+	}{
+		{"it is named after the driver", "metadata.name", get(driver, "metadata", "name"), driverName},
+		{"nothing is attached: volumes are node-local", "spec.attachRequired", get(driver, "spec", "attachRequired"), false},
+		{"kubelet applies fsGroup to the filesystems", "spec.fsGroupPolicy", get(driver, "spec", "fsGroupPolicy"), "File"},
+		{"the scheduler uses the published capacity", "spec.storageCapacity", get(driver, "spec", "storageCapacity"), true},
+		{"the driver needs no pod information", "spec.podInfoOnMount", get(driver, "spec", "podInfoOnMount"), false},
+		{"volumes are persistent only", "spec.volumeLifecycleModes", strings.Join(texts(driver, "spec", "volumeLifecycleModes"), ","), "Persistent"},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if test.got != test.want {
+				t.Errorf("%s = %v, want %v", test.field, test.got, test.want)
+			}
+		})
+	}
+}
+
+func TestStorageClasses(t *testing.T) {
+	classes := map[string]map[string]any{}
+	for _, o := range only(t, load(t), "StorageClass") {
+		classes[o.name()] = o.doc
+		t.Run(o.name()+" binds late, expands and uses the driver", func(t *testing.T) {
+			if got := str(o.doc, "provisioner"); got != driverName {
+				t.Errorf("provisioner = %q", got)
+			}
+			if got := str(o.doc, "volumeBindingMode"); got != "WaitForFirstConsumer" {
+				t.Errorf("volumeBindingMode = %q: node-local volumes need the pod's node first", got)
+			}
+			if get(o.doc, "allowVolumeExpansion") != true {
+				t.Error("allowVolumeExpansion is not true")
+			}
+		})
+	}
+	tests := []struct {
+		name, class, parameter, want string
+	}{
+		{"the dataset class mounts ZFS itself", "zfs-dataset", "csi.storage.k8s.io/fstype", "zfs"},
+		{"the ext4 class formats a zvol with ext4", "zfs-ext4", "csi.storage.k8s.io/fstype", "ext4"},
+		{"the block class only fits zvols", "zfs-block", "volblocksize", "16384"},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			class, ok := classes[test.class]
+			if !ok {
+				t.Fatalf("no StorageClass %s", test.class)
+			}
+			if got := str(class, "parameters", test.parameter); got != test.want {
+				t.Errorf("%s = %q, want %q", test.parameter, got, test.want)
+			}
+		})
+	}
+}
+
+func TestVolumeSnapshotClassUsesTheDriver(t *testing.T) {
+	for _, o := range only(t, load(t), "VolumeSnapshotClass") {
+		if got := str(o.doc, "driver"); got != driverName {
+			t.Errorf("%v: driver = %q", o, got)
+		}
+	}
+}
+
+// containers maps the DaemonSet's containers by name.
+func containers(t *testing.T, daemonSet map[string]any) map[string]map[string]any {
+	t.Helper()
+	byName := map[string]map[string]any{}
+	for _, c := range list(daemonSet, "spec", "template", "spec", "containers") {
+		container, _ := c.(map[string]any)
+		byName[str(container, "name")] = container
+	}
+	return byName
+}
+
+// envFrom reports the fieldRef path an environment variable comes from.
+func envFrom(container map[string]any, name string) string {
+	for _, e := range list(container, "env") {
+		if str(e, "name") == name {
+			return str(e, "valueFrom", "fieldRef", "fieldPath")
+		}
+	}
+	return ""
+}
+
+func TestSidecarDaemonSet(t *testing.T) {
+	sets := only(t, load(t), "DaemonSet")
+	if len(sets) != 1 {
+		t.Fatalf("%d DaemonSets, want 1", len(sets))
+	}
+	daemonSet := sets[0].doc
+	pod := get(daemonSet, "spec", "template", "spec")
+	byName := containers(t, daemonSet)
+
+	t.Run("the socket directory is the daemon's kubelet plugin directory", func(t *testing.T) {
+		found := false
+		for _, volume := range list(pod, "volumes") {
+			if str(volume, "name") == "socket-dir" {
+				found = true
+				if got := str(volume, "hostPath", "path"); got != socketDir {
+					t.Errorf("hostPath = %q, want %q", got, socketDir)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no socket-dir volume")
+		}
+	})
+
+	t.Run("only the three upstream sidecars run: the daemon is on the host", func(t *testing.T) {
+		var names []string
+		for name := range byName {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		if want := []string{"csi-provisioner", "csi-resizer", "csi-snapshotter"}; !slices.Equal(names, want) {
+			t.Errorf("containers = %v, want %v", names, want)
+		}
+	})
+
+	for name, container := range byName {
+		t.Run(name+" reaches the socket at /csi with a pinned upstream image", func(t *testing.T) {
+			if !slices.Contains(texts(container, "args"), "--csi-address=/csi/csi.sock") {
+				t.Errorf("args = %v: no --csi-address=/csi/csi.sock", texts(container, "args"))
+			}
+			mounted := false
+			for _, mount := range list(container, "volumeMounts") {
+				mounted = mounted || (str(mount, "name") == "socket-dir" && str(mount, "mountPath") == "/csi")
+			}
+			if !mounted {
+				t.Error("socket-dir is not mounted at /csi")
+			}
+			image := str(container, "image")
+			tag := image[strings.LastIndexByte(image, ':')+1:]
+			if !strings.HasPrefix(image, "registry.k8s.io/sig-storage/"+name+":v") || strings.Count(tag, ".") != 2 {
+				t.Errorf("image = %q: want registry.k8s.io/sig-storage/%s:vX.Y.Z", image, name)
+			}
+		})
+	}
+
+	tests := []struct {
+		name      string
+		container string
+		args      []string
+		notArgs   []string
+		env       map[string]string
+	}{
+		{
+			name: "the provisioner serves its own node and publishes its capacity", container: "csi-provisioner",
+			args:    []string{"--node-deployment=true", "--extra-create-metadata", "--enable-capacity", "--capacity-ownerref-level=0"},
+			notArgs: []string{"--leader-election"},
+			env:     map[string]string{"NODE_NAME": "spec.nodeName", "POD_NAME": "metadata.name", "NAMESPACE": "metadata.namespace"},
+		},
+		{
+			name: "the snapshotter serves its own node", container: "csi-snapshotter",
+			args:    []string{"--node-deployment=true"},
+			notArgs: []string{"--leader-election"},
+			env:     map[string]string{"NODE_NAME": "spec.nodeName"},
+		},
+		{
+			name: "one resizer is active in the cluster", container: "csi-resizer",
+			args:    []string{"--leader-election", "--leader-election-namespace=$(NAMESPACE)"},
+			notArgs: []string{"--node-deployment=true"},
+			env:     map[string]string{"NAMESPACE": "metadata.namespace"},
+		},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			container, ok := byName[test.container]
+			if !ok {
+				t.Fatalf("no container %s", test.container)
+			}
+			args := texts(container, "args")
+			for _, arg := range test.args {
+				if !slices.Contains(args, arg) {
+					t.Errorf("args %v lack %s", args, arg)
+				}
+			}
+			for _, arg := range test.notArgs {
+				if slices.Contains(args, arg) {
+					t.Errorf("args %v have %s", args, arg)
+				}
+			}
+			for variable, field := range test.env {
+				if got := envFrom(container, variable); got != field {
+					t.Errorf("env %s from %q, want fieldRef %s", variable, got, field)
+				}
+			}
+		})
+	}
+}
+
+// grant is one permission: verb on resource in apiGroup.
+type grant struct{ group, resource, verb string }
+
+// grants collects what the rules of a Role or ClusterRole allow.
+func grants(role map[string]any) map[grant]bool {
+	allowed := map[grant]bool{}
+	for _, rule := range list(role, "rules") {
+		for _, group := range texts(rule, "apiGroups") {
+			for _, resource := range texts(rule, "resources") {
+				for _, verb := range texts(rule, "verbs") {
+					allowed[grant{group, resource, verb}] = true
+				}
+			}
+		}
+	}
+	return allowed
+}
+
+func TestRBACCoversWhatTheSidecarsDo(t *testing.T) {
+	objects := load(t)
+	serviceAccount := str(get(only(t, objects, "DaemonSet")[0].doc, "spec", "template", "spec"), "serviceAccountName")
+	roles := map[string]map[string]any{}
+	for _, o := range objects {
+		if o.kind() == "Role" || o.kind() == "ClusterRole" {
+			roles[o.kind()+"/"+o.name()] = o.doc
+		}
+	}
+	// What the pod's ServiceAccount holds, cluster-wide and in its namespace.
+	cluster, local := map[grant]bool{}, map[grant]bool{}
+	for _, o := range objects {
+		if o.kind() != "ClusterRoleBinding" && o.kind() != "RoleBinding" {
+			continue
+		}
+		bound := false
+		for _, subject := range list(o.doc, "subjects") {
+			bound = bound || (str(subject, "kind") == "ServiceAccount" && str(subject, "name") == serviceAccount &&
+				str(subject, "namespace") == namespace)
+		}
+		role, ok := roles[str(o.doc, "roleRef", "kind")+"/"+str(o.doc, "roleRef", "name")]
+		if !bound {
+			continue
+		}
+		if !ok {
+			t.Errorf("%v refers to a role that is not in the manifests", o)
+			continue
+		}
+		into := cluster
+		if o.kind() == "RoleBinding" && str(o.doc, "roleRef", "kind") == "Role" {
+			into = local
+		}
+		for g := range grants(role) {
+			into[g] = true
+		}
+	}
+
+	type need struct {
+		why        string
+		namespaced bool
+		grant
+		verbs []string
+	}
+	needs := []need{
+		{"the provisioner creates and deletes PVs", false, grant{"", "persistentvolumes", ""}, []string{"get", "list", "watch", "create", "delete", "patch"}},
+		{"the provisioner follows and annotates PVCs", false, grant{"", "persistentvolumeclaims", ""}, []string{"get", "list", "watch", "update"}},
+		{"the provisioner reads StorageClasses", false, grant{"storage.k8s.io", "storageclasses", ""}, []string{"get", "list", "watch"}},
+		{"the provisioner reads node topology", false, grant{"storage.k8s.io", "csinodes", ""}, []string{"get", "list", "watch"}},
+		{"the provisioner reads nodes", false, grant{"", "nodes", ""}, []string{"get", "list", "watch"}},
+		{"the provisioner restores from snapshots", false, grant{"snapshot.storage.k8s.io", "volumesnapshotcontents", ""}, []string{"get", "list"}},
+		{"the provisioner publishes capacity", true, grant{"storage.k8s.io", "csistoragecapacities", ""}, []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{"the provisioner finds its pod as the capacity owner", true, grant{"", "pods", ""}, []string{"get"}},
+		{"the snapshotter reads classes", false, grant{"snapshot.storage.k8s.io", "volumesnapshotclasses", ""}, []string{"get", "list", "watch"}},
+		{"the snapshotter updates contents", false, grant{"snapshot.storage.k8s.io", "volumesnapshotcontents", ""}, []string{"get", "list", "watch", "update", "patch"}},
+		{"the snapshotter records content status", false, grant{"snapshot.storage.k8s.io", "volumesnapshotcontents/status", ""}, []string{"update", "patch"}},
+		{"the resizer records the new size on the PV", false, grant{"", "persistentvolumes", ""}, []string{"patch"}},
+		{"the resizer marks the PVC for node expansion", false, grant{"", "persistentvolumeclaims/status", ""}, []string{"patch"}},
+		{"the resizer elects its leader", true, grant{"coordination.k8s.io", "leases", ""}, []string{"get", "list", "watch", "create", "update"}},
+		{"every sidecar records events", false, grant{"", "events", ""}, []string{"create", "patch"}},
+	}
+	for _, n := range needs {
+		t.Run(n.why, func(t *testing.T) {
+			for _, verb := range n.verbs {
+				g := grant{n.group, n.resource, verb}
+				if !cluster[g] && !(n.namespaced && local[g]) {
+					t.Errorf("ServiceAccount %s/%s may not %s %s (group %q)", namespace, serviceAccount, verb, n.resource, n.group)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,42 @@
+# A ZFS dataset volume: refquota is the size, mounted directly (fs_type zfs).
+#
+#   nomad volume create volume-dataset.hcl
+#
+# Volumes are node-local. topology_request pins the volume to one client
+# (the segment value is that host's ZFS_CSI_NODE_ID, its hostname by
+# default); Nomad then places the jobs that claim it on that client. Nomad
+# sends the create to any client running the plugin: one that is not the
+# requested node answers RESOURCE_EXHAUSTED and creates nothing; run the
+# command again (see the README, "Nomad"). Without topology_request the
+# volume is made on whichever client Nomad asked.
+id        = "pg-data"
+name      = "pg-data"
+type      = "csi"
+plugin_id = "zfs.csi.dev"
+
+capacity_min = "10GiB"
+capacity_max = "10GiB"
+
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+
+mount_options {
+  fs_type = "zfs"
+}
+
+topology_request {
+  required {
+    topology {
+      segments {
+        "zfs.csi.dev/node" = "host-1"
+      }
+    }
+  }
+}
+
+parameters {
+  "zfs.compression" = "lz4"
+  "zfs.recordsize"  = "16384"
+}

@@ -1,0 +1,39 @@
+# A volume restored from a snapshot: a ZFS clone, made at once, on the
+# snapshot's node. Take the snapshot first:
+#
+#   nomad volume snapshot create pg-data nightly
+#   nomad volume snapshot list -plugin zfs.csi.dev     # its ID: host-1:tank/csi/…@…
+#   nomad volume create volume-from-snapshot.hcl
+#
+# Put the ID the snapshot list shows in snapshot_id ("<node>:<dataset>@<snapshot>";
+# the one below is only an example). The clone stays on the snapshot's node
+# (a snapshot lives in its volume's pool); parameters { sourceMode = "copy" }
+# would make an independent copy (zfs send | zfs receive) instead.
+id        = "pg-data-restore"
+name      = "pg-data-restore"
+type      = "csi"
+plugin_id = "zfs.csi.dev"
+
+snapshot_id = "host-1:tank/csi/pg-data@nightly"
+
+capacity_min = "10GiB"
+capacity_max = "10GiB"
+
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+
+mount_options {
+  fs_type = "zfs"
+}
+
+topology_request {
+  required {
+    topology {
+      segments {
+        "zfs.csi.dev/node" = "host-1"
+      }
+    }
+  }
+}
