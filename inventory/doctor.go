@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -111,6 +112,17 @@ func (h Host) volumeFindings(props driver.UserProps, volume Volume, mounts []nod
 	return findings
 }
 
+// boundDeviceExists reports whether the device node a bind mount shows is
+// still there: the kernel marks the root of a bind whose node was removed
+// "//deleted", and the node may also simply be missing from /dev.
+func (h Host) boundDeviceExists(mount node.MountInfo) bool {
+	if strings.HasSuffix(mount.Root, "//deleted") {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(h.devDir(), deviceBindName(mount)))
+	return err == nil
+}
+
 // staleMounts are mounts under the CO directories whose volume is gone: a
 // dataset under a parent that is no live volume, or a zvol device node
 // whose zvol was destroyed or deleted.
@@ -133,7 +145,7 @@ func (h Host) staleMounts(cfg driver.Config, inv Inventory, mounts []node.MountI
 		switch {
 		case mount.FSType == "zfs" && cfg.OwnedDataset(mount.Source) && !live[mount.Source]:
 			problem = "it shows " + mount.Source + ", which is no live volume (deleted or destroyed)"
-		case isDeviceBind(mount) && strings.HasSuffix(mount.Root, "//deleted") && strings.HasPrefix(deviceBindName(mount), "zd"):
+		case isDeviceBind(mount) && strings.HasPrefix(deviceBindName(mount), "zd") && !h.boundDeviceExists(mount):
 			problem = "it shows the device node " + deviceBindName(mount) + ", which is gone: its zvol was destroyed"
 		case isDeviceBind(mount) && deletedDevices[deviceBindName(mount)]:
 			problem = "it shows the device node " + deviceBindName(mount) + " of a volume the CO deleted"

@@ -33,8 +33,9 @@ type ExecConfig struct {
 	// error. Stdin and stdout are never logged.
 	Logger zerolog.Logger
 	// OnCommand, when set, is called after every command with its subcommand
-	// ("create", "list", "send", …), how long it ran and its error (nil on
-	// success). Calls may come from several goroutines at once.
+	// ("create", "list", "send", …; "zpool list" for zpool), how long it ran
+	// and its error (nil on success). Calls may come from several goroutines
+	// at once.
 	OnCommand func(subcommand string, d time.Duration, err error)
 }
 
@@ -288,6 +289,9 @@ func (e *Exec) report(p *process, err error) {
 		subcommand := ""
 		if len(p.argv) > 1 {
 			subcommand = p.argv[1]
+		}
+		if p.argv[0] == e.cfg.ZpoolPath {
+			subcommand = "zpool " + subcommand
 		}
 		e.cfg.OnCommand(subcommand, took, err)
 	}

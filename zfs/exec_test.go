@@ -301,7 +301,8 @@ func TestOnCommandAndTheLoggerSeeEveryCommandButNeverItsOutput(t *testing.T) {
 	if err == nil {
 		t.Fatal("a malformed zfs list row parsed without error")
 	}
-	if want := []string{"destroy false", "list false"}; !slices.Equal(seen, want) {
+	_, _ = e.Pool(t.Context(), "tank")
+	if want := []string{"destroy false", "list false", "zpool list false"}; !slices.Equal(seen, want) {
 		t.Errorf("OnCommand saw %q, want %q", seen, want)
 	}
 	if !strings.Contains(log.String(), `"argv":["zfs","destroy","tank/csi/pvc-a"]`) {
