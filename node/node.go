@@ -149,6 +149,26 @@ func (s *Server) lock(volume volumeRef) (func(), error) {
 	return s.inflight.Acquire("volume/" + volume.id)
 }
 
+// openVolume is how the calls that change a volume's mounts begin: check
+// the ID, take the lock, and prepare the recognition of its mounts. The
+// caller releases the lock.
+func (s *Server) openVolume(volumeID string) (volumeRef, volumeMounts, func(), error) {
+	volume, err := s.parseVolume(volumeID)
+	if err != nil {
+		return volumeRef{}, volumeMounts{}, nil, err
+	}
+	release, err := s.lock(volume)
+	if err != nil {
+		return volumeRef{}, volumeMounts{}, nil, err
+	}
+	recognise, err := s.mountsOf(volume)
+	if err != nil {
+		release()
+		return volumeRef{}, volumeMounts{}, nil, err
+	}
+	return volume, recognise, release, nil
+}
+
 // volumeMounts recognises a volume's mounts in the mount table.
 type volumeMounts struct {
 	dataset string

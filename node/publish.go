@@ -32,10 +32,6 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
 	if req.GetStagingTargetPath() == "" {
 		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the volume must be staged first")
 	}
@@ -48,17 +44,12 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		// Raw block has no mount flags; only read-only carries over.
 		options = mountOptions{set: intersect(options.set, []string{"ro"})}
 	}
-	release, err := s.lock(volume)
+	volume, recognise, release, err := s.openVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-
 	mounts, err := s.mounter.Mounts()
-	if err != nil {
-		return nil, err
-	}
-	recognise, err := s.mountsOf(volume)
 	if err != nil {
 		return nil, err
 	}
@@ -230,20 +221,12 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	if err := required("volume_id", req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
 		return nil, err
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	target := filepath.Clean(req.GetTargetPath())
-	release, err := s.lock(volume)
+	_, recognise, release, err := s.openVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	recognise, err := s.mountsOf(volume)
-	if err != nil {
-		return nil, err
-	}
+	target := filepath.Clean(req.GetTargetPath())
 	removed, err := s.unmountAll(recognise, target)
 	if err != nil {
 		return nil, err

@@ -33,22 +33,13 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	staging := filepath.Clean(req.GetStagingTargetPath())
-	release, err := s.lock(volume)
+	volume, recognise, release, err := s.openVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-
+	staging := filepath.Clean(req.GetStagingTargetPath())
 	mounts, err := s.mounter.Mounts()
-	if err != nil {
-		return nil, err
-	}
-	recognise, err := s.mountsOf(volume)
 	if err != nil {
 		return nil, err
 	}
@@ -217,20 +208,12 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	staging := filepath.Clean(req.GetStagingTargetPath())
-	release, err := s.lock(volume)
+	_, recognise, release, err := s.openVolume(req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	recognise, err := s.mountsOf(volume)
-	if err != nil {
-		return nil, err
-	}
+	staging := filepath.Clean(req.GetStagingTargetPath())
 	file := filepath.Join(staging, blockStagingFile)
 	for _, path := range []string{file, staging} {
 		if _, err := s.unmountAll(recognise, path); err != nil {
