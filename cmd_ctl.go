@@ -75,15 +75,19 @@ type ctlClient struct {
 }
 
 func runCtl(args []string, stdout, stderr io.Writer) error {
-	var endpoint string
+	var endpoint, output string
 	var timeout time.Duration
 	flags := flag.NewFlagSet("zfs-csi ctl", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	endpointFlag(flags, &endpoint)
 	flags.DurationVar(&timeout, "timeout", 2*time.Minute, "deadline of the call")
+	flags.StringVar(&output, "o", "json", "output: json (the response), or id (the volume or snapshot IDs it carries, one a line, for shell scripts)")
 	flags.Usage = func() { ctlUsage(flags) }
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if output != "json" && output != "id" {
+		return fmt.Errorf("-o %q: use json or id", output)
 	}
 	if flags.NArg() == 0 {
 		flags.Usage()
@@ -128,12 +132,15 @@ func runCtl(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if output == "id" {
+		return writeIDs(stdout, response)
+	}
 	return writeProto(stdout, response)
 }
 
 func ctlUsage(flags *flag.FlagSet) {
 	out := flags.Output()
-	fmt.Fprintln(out, "usage: zfs-csi ctl [--endpoint unix:///run/zfs-csi/csi.sock] [--timeout 2m] COMMAND [ARGS] [FLAGS]")
+	fmt.Fprintln(out, "usage: zfs-csi ctl [--endpoint unix:///run/zfs-csi/csi.sock] [--timeout 2m] [-o json|id] COMMAND [ARGS] [FLAGS]")
 	names := make([]string, 0, len(ctlCommands))
 	for name := range ctlCommands {
 		names = append(names, name)
@@ -188,6 +195,35 @@ func writeProto(out io.Writer, message proto.Message) error {
 	indented.WriteByte('\n')
 	_, err = out.Write(indented.Bytes())
 	return err
+}
+
+// writeIDs prints the volume or snapshot IDs a response carries, one a line.
+func writeIDs(out io.Writer, response proto.Message) error {
+	var ids []string
+	switch r := response.(type) {
+	case interface{ GetVolume() *csi.Volume }:
+		ids = append(ids, r.GetVolume().GetVolumeId())
+	case interface{ GetSnapshot() *csi.Snapshot }:
+		ids = append(ids, r.GetSnapshot().GetSnapshotId())
+	case *csi.ListVolumesResponse:
+		for _, entry := range r.GetEntries() {
+			ids = append(ids, entry.GetVolume().GetVolumeId())
+		}
+	case *csi.ListSnapshotsResponse:
+		for _, entry := range r.GetEntries() {
+			ids = append(ids, entry.GetSnapshot().GetSnapshotId())
+		}
+	default:
+		if proto.Size(response) > 0 {
+			return fmt.Errorf("the response carries no volume or snapshot ID; use -o json")
+		}
+	}
+	for _, id := range ids {
+		if _, err := fmt.Fprintln(out, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyValues is a repeatable k=v flag.

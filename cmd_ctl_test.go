@@ -144,6 +144,37 @@ func TestCtlInfoAndProbeDescribeThePlugin(t *testing.T) {
 	}
 }
 
+func TestCtlWithOutputIDPrintsBareIDsForShellScripts(t *testing.T) {
+	h := newCtlHarness(t)
+	run := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if err := runCtl(append([]string{"--endpoint", h.endpoint, "-o", "id"}, args...), &stdout, &stderr); err != nil {
+			t.Fatalf("ctl -o id %s: %v", strings.Join(args, " "), err)
+		}
+		return stdout.String()
+	}
+	volumeID := strings.TrimSpace(run("create-volume", "v1", "--size", "1G"))
+	snapshotID := strings.TrimSpace(run("create-snapshot", "s1", volumeID))
+	cloneID := strings.TrimSpace(run("create-volume", "v2", "--from-snapshot", snapshotID))
+	tests := []struct {
+		name, got, want string
+	}{
+		{"create-volume prints the volume ID", volumeID, inventorytest.NodeID + ":tank/csi/v1"},
+		{"create-snapshot prints the snapshot ID", snapshotID, inventorytest.NodeID + ":tank/csi/v1@s1"},
+		{"list-volumes prints one ID a line", run("list-volumes"), volumeID + "\n" + cloneID + "\n"},
+		{"list-snapshots prints one ID a line", run("list-snapshots"), snapshotID + "\n"},
+		{"an empty response prints nothing", run("delete-volume", cloneID), ""},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if test.got != test.want {
+				t.Errorf("printed %q, want %q", test.got, test.want)
+			}
+		})
+	}
+}
+
 func TestCtlRefusesWhatItCannotSend(t *testing.T) {
 	h := newCtlHarness(t)
 	tests := []struct {
@@ -158,6 +189,7 @@ func TestCtlRefusesWhatItCannotSend(t *testing.T) {
 		{"an unknown access mode", []string{"create-volume", "v", "--access-mode", "everyone"}, "single-node-writer"},
 		{"publish without the staging path", []string{"publish", "n:tank/csi/v", "/mnt"}, "--staging-path is required"},
 		{"a call the driver refuses, with its code", []string{"delete-volume", ""}, "InvalidArgument"},
+		{"IDs of a response that has none", []string{"-o", "id", "info"}, "carries no volume or snapshot ID"},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
