@@ -147,7 +147,8 @@ func ctlUsage(flags *flag.FlagSet) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(out, "  %-18s %s\n", name, ctlCommands[name].summary)
+		command := ctlCommands[name]
+		fmt.Fprintf(out, "  %s %s\n      %s\n", name, command.usage, command.summary)
 	}
 	fmt.Fprintln(out, "\"zfs-csi ctl COMMAND -h\" tells a command's flags. Sizes take K, M, G, T (or Ki, Mi, Gi, Ti): powers of 1024.")
 	flags.PrintDefaults()
