@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 ZFS_VERSION ?= 2.3
 export ZFS_VERSION
 
-.PHONY: build test e2e demo e2e-image
+.PHONY: build test e2e demo e2e-image e2e-systemd
 
 build:
 	CGO_ENABLED=0 go build -ldflags "-X main.version=$(VERSION)" -o out/zfs-csi .
@@ -23,6 +23,12 @@ demo:
 # Only build (or find) the cached guest image.
 e2e-image:
 	e2e/run.sh image
+
+# The package on a systemd-booted guest: apt-get install of the .deb, the
+# service READY, csi-sanity on its socket, restart under published volumes,
+# Kubernetes mode, remove and purge leaving every dataset alone.
+e2e-systemd:
+	e2e/run.sh systemd
 
 # Distro packages into dist/ (packaging/nfpm.yaml): the static binary in
 # /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi. nfpm is pinned

@@ -3,6 +3,8 @@
 #
 #   e2e/run.sh e2e    build the artifacts, boot the guest, run the suites (make e2e)
 #   e2e/run.sh demo   boot the guest and walk through a short tour (make demo)
+#   e2e/run.sh systemd  boot the guest with systemd and test the .deb (make e2e-systemd;
+#                     guest/systemd/), with its own out/e2e-systemd
 #   e2e/run.sh image  only build (or find) the cached guest image (make e2e-image)
 #
 # Environment: ZFS_VERSION (2.3|2.1), E2E_TIMEOUT (seconds for the whole guest
@@ -21,6 +23,7 @@ source "$E2E_DIR/config.sh"
 
 OUT="$REPO/out"
 E2E_OUT="$OUT/e2e"
+[[ ${1:-} == systemd ]] && E2E_OUT="$OUT/e2e-systemd" # keeps the init-booted run's results
 SHARE="$E2E_OUT/share"
 RESULTS="$SHARE/results"
 CONSOLE_LOG="$E2E_OUT/console.log"
@@ -195,7 +198,13 @@ main() {
 		share_binary "$OUT/zfs-csi" zfs-csi
 		share_binary "$OUT/democlient" democlient
 		;;
-	*) die "unknown mode '$mode' (e2e, demo or image)" ;;
+	systemd)
+		# The package as a user installs it: guest/systemd/suite.sh.
+		make -C "$REPO" --no-print-directory deb || die "the .deb does not build (make deb)"
+		cp "$REPO"/dist/zfs-csi_*.deb "$SHARE/"
+		share_binary "$(csi_sanity)" csi-sanity
+		;;
+	*) die "unknown mode '$mode' (e2e, demo, systemd or image)" ;;
 	esac
 	log "artifacts ready after $((SECONDS - start)) s"
 	local rc=0

@@ -85,6 +85,10 @@ main() {
 	finish $?
 }
 
+# A systemd-booted run (make e2e-systemd) hands PID 1 to systemd instead,
+# before anything here is mounted or started: guest/systemd/boot.sh.
+[[ $(cat "$SHARE/mode" 2>/dev/null) == systemd ]] && exec /bin/bash "$GUEST_DIR/systemd/boot.sh"
+
 main
 # Not reached: finish powers off. Keep PID 1 alive if the sysrq failed.
 finish 99
