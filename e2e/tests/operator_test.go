@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 )
 
 // operatorCommand runs `zfs-csi ARGS…` and returns its stdout and exit code.
@@ -98,7 +99,30 @@ func scrapeSamples(t *testing.T, address string) map[string]string {
 	return samples
 }
 
+// loopbackUp brings lo up: the guest's init leaves it down, and the
+// metrics listener binds 127.0.0.1.
+func loopbackUp(t *testing.T) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	request, err := unix.NewIfreq("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, request); err != nil {
+		t.Fatal(err)
+	}
+	request.SetUint16(request.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, request); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestOperatorMetricsAfterACreateSnapshotDeleteCycle(t *testing.T) {
+	loopbackUp(t)
 	parent := testParent(t)
 	address := freeAddress(t)
 	d := startDriver(t, parent, "--metrics-address", address)
