@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,14 @@ func TestOperatorMetricsAfterACreateSnapshotDeleteCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples := scrapeSamples(t, address)
+	var shown []string
+	for series, value := range samples {
+		if strings.HasPrefix(series, "zfs_csi_") && !strings.Contains(series, "_bucket{") && !strings.Contains(series, "_sum") {
+			shown = append(shown, series+" "+value)
+		}
+	}
+	sort.Strings(shown)
+	t.Logf("scrape:\n%s", strings.Join(shown, "\n"))
 
 	p := pool()
 	want := map[string]string{
