@@ -164,8 +164,28 @@ func (h *hostMounter) Format(ctx context.Context, device, fsType string) error {
 		return fmt.Errorf("cannot format %s: unsupported filesystem %q", device, fsType)
 	}
 	_, err := h.run(ctx, command[0], append(command[1:], device)...)
+	h.settle(ctx)
 	return err
 }
+
+// settle waits, within ctx and a few seconds, until udev has handled the
+// events a tool caused by closing a device it wrote to: udev then probes
+// the device (blkid, zvol_id), and while it does, the zvol is open and
+// zfs destroy says "dataset is busy". Best effort: a host without udev
+// has nothing to wait for.
+func (h *hostMounter) settle(ctx context.Context) {
+	if _, err := exec.LookPath("udevadm"); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, udevSettleTimeout)
+	defer cancel()
+	if _, err := h.run(ctx, "udevadm", "settle", fmt.Sprintf("--timeout=%d", int(udevSettleTimeout/time.Second))); err != nil {
+		h.log.Debug().Err(err).Msg("udevadm settle")
+	}
+}
+
+// udevSettleTimeout bounds the wait for udev after writing to a device.
+const udevSettleTimeout = 10 * time.Second
 
 func (h *hostMounter) NewUUID(ctx context.Context, fsType, device string) error {
 	if fsType != "btrfs" {
@@ -174,6 +194,7 @@ func (h *hostMounter) NewUUID(ctx context.Context, fsType, device string) error 
 	// -m changes only the UUID the kernel sees (metadata_uuid): no rewrite
 	// of every block, so it takes a moment whatever the size.
 	_, err := h.run(ctx, "btrfstune", "-f", "-m", device)
+	h.settle(ctx)
 	return err
 }
 
@@ -182,6 +203,7 @@ func (h *hostMounter) Resize(ctx context.Context, fsType, device, mountPath stri
 	switch fsType {
 	case "ext4":
 		_, err = h.run(ctx, "resize2fs", device)
+		h.settle(ctx) // resize2fs writes through the device node
 	case "xfs":
 		_, err = h.run(ctx, "xfs_growfs", mountPath)
 	case "btrfs":
