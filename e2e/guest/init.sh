@@ -27,7 +27,7 @@ power_off() {
 # finish writes the exit code for the host and powers off. It is the only way out.
 finish() {
 	local rc="$1"
-	say "guest finished with exit code $rc after $SECONDS s"
+	say "guest finished with exit code $rc, $(cut -d' ' -f1 /proc/uptime) s after kernel start"
 	echo "$rc" >"$RESULTS/exit-code"
 	power_off
 }
@@ -70,7 +70,7 @@ create_pool() {
 main() {
 	mount_basics
 	mkdir -p "$RESULTS"
-	say "guest up in $SECONDS s: kernel $(uname -r), $(nproc) CPUs, image $(tr '\n' ' ' </etc/zfs-csi-e2e-image)"
+	say "guest up $(cut -d' ' -f1 /proc/uptime) s after kernel start: kernel $(uname -r), $(nproc) CPUs, image $(tr '\n' ' ' </etc/zfs-csi-e2e-image)"
 	start_udev || { fail "systemd-udevd did not start"; finish 2; }
 	load_zfs || finish 3
 	create_pool || { fail "zpool create failed"; finish 4; }
