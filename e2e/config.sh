@@ -49,7 +49,7 @@ CSI_SANITY_MODULE=github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
 CSI_SANITY_VERSION=v5.6.0
 
 # Where cached images live: outside the repo, shared by every checkout.
-E2E_CACHE="${ZFS_CSI_E2E_CACHE:-$HOME/.cache/zfs-csi-e2e}"
+E2E_CACHE="${ZFS_CSI_E2E_CACHE:-${HOME:-/root}/.cache/zfs-csi-e2e}"
 
 # Guest machine shape. TCG only: /dev/kvm exists on these hosts but hangs a guest.
 GUEST_CPUS=2
