@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
@@ -29,6 +30,8 @@ type Server struct {
 	namer    driver.Namer
 	inflight *driver.InFlight
 	reap     chan struct{}
+	changes  atomic.Uint64 // volume changes made, for volumePages
+	pages    volumePages
 }
 
 // New builds the service; cfg must be valid (driver.Config.Validate).

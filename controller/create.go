@@ -35,6 +35,7 @@ type source struct {
 // CreateVolume implements csi.ControllerServer. On the happy path it runs one
 // zfs command: create first, inspect only when ZFS says the dataset exists.
 func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	defer s.volumesChanged()
 	plan, err := s.planVolume(req)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 // read-only instead: hidden from listings, destroyed by the reaper once its
 // last dependent is gone. Two zfs commands either way.
 func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	defer s.volumesChanged()
 	if req.GetVolumeId() == "" {
 		return nil, invalid("volume_id is required")
 	}
@@ -53,7 +54,11 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	if !s.held(rows[1:]) {
 		err = s.zfs.Destroy(ctx, dataset, zfs.DestroyOptions{Recursive: true})
 		if err == nil || errors.Is(err, zfs.ErrNotFound) {
-			s.kickReaper()
+			if rows[0].Origin != "" {
+				// Only a clone's going can free what the reaper waits
+				// for (its origin's volume); a pass lists every volume.
+				s.kickReaper()
+			}
 			return &csi.DeleteVolumeResponse{}, nil
 		}
 		if !errors.Is(err, zfs.ErrHasDependents) {

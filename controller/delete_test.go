@@ -136,6 +136,21 @@ func TestDeleteVolume(t *testing.T) {
 		}
 		h.deleteVolume(volume.GetVolumeId()) // again: still OK
 	})
+	t.Run("only deleting a clone wakes the reaper, which lists every volume", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		snapshot := h.snapshot("s", volume.GetVolumeId())
+		clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		plain := h.create(createRequest("plain", 1<<30, mountCapability("")))
+		h.deleteVolume(plain.GetVolumeId())
+		if len(h.server.reap) != 0 {
+			t.Error("deleting a volume that is no clone woke the reaper")
+		}
+		h.deleteVolume(clone.GetVolumeId())
+		if len(h.server.reap) != 1 {
+			t.Error("deleting a clone did not wake the reaper")
+		}
+	})
 	t.Run("IDs that are malformed or point at datasets the driver does not own are OK and touch nothing", func(t *testing.T) {
 		h := newHarness(t)
 		before := h.fake.Names()

@@ -13,6 +13,7 @@ import (
 // Volumes never shrink: a smaller request returns the current size. Only a
 // formatted zvol needs the node to grow its filesystem afterwards.
 func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	defer s.volumesChanged()
 	switch {
 	case req.GetVolumeId() == "":
 		return nil, invalid("volume_id is required")
@@ -68,6 +69,7 @@ func resizeProperties(row zfs.Dataset, size uint64) map[string]string {
 // properties in mutable_parameters are set in one zfs set, under the same
 // rules as at creation.
 func (s *Server) ControllerModifyVolume(ctx context.Context, req *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
+	defer s.volumesChanged()
 	if req.GetVolumeId() == "" {
 		return nil, invalid("volume_id is required")
 	}

@@ -3,7 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -18,28 +21,88 @@ import (
 // survives restarts, and entries added or removed between pages neither
 // repeat nor vanish from the rest of the listing.
 
-// ListVolumes implements csi.ControllerServer: one zfs list per page.
+// ListVolumes implements csi.ControllerServer: one zfs list for the first
+// page, and for a later page whose listing volumePages no longer holds.
 func (s *Server) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	if err := s.checkToken(req.GetStartingToken(), req.GetMaxEntries(), false); err != nil {
 		return nil, err
 	}
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 1, UserProps: s.props.All(), SkipMissing: true})
-	if err != nil {
-		return nil, err
-	}
-	var volumes []*csi.Volume
-	for _, row := range rows {
-		if s.isVolume(row) {
-			volumes = append(volumes, s.csiVolume(row))
+	changes := s.changes.Load() // before any list: a change it may miss moves the counter on
+	volumes := s.pages.get(req.GetStartingToken(), changes)
+	listed := volumes == nil
+	if listed {
+		rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 1, UserProps: s.props.All(), SkipMissing: true})
+		if err != nil {
+			return nil, err
 		}
+		for _, row := range rows {
+			if s.isVolume(row) {
+				volumes = append(volumes, s.csiVolume(row))
+			}
+		}
+		sort.Slice(volumes, func(i, j int) bool { return volumes[i].GetVolumeId() < volumes[j].GetVolumeId() })
 	}
-	page, next := paginate(volumes, (*csi.Volume).GetVolumeId, req.GetStartingToken(), req.GetMaxEntries())
+	page, next := paginate(slices.Clone(volumes), (*csi.Volume).GetVolumeId, req.GetStartingToken(), req.GetMaxEntries())
+	switch {
+	case next == "":
+		s.pages.drop()
+	case listed:
+		s.pages.put(volumes, changes)
+	}
 	response := &csi.ListVolumesResponse{NextToken: next}
 	for _, volume := range page {
 		response.Entries = append(response.Entries, &csi.ListVolumesResponse_Entry{Volume: volume})
 	}
 	return response, nil
 }
+
+// pageCacheFor is how long volumePages keeps a listing for the pages after
+// the first; a CO asks for them one right after the other.
+const pageCacheFor = 30 * time.Second
+
+// volumePages keeps the listing a paged ListVolumes began with, so that the
+// pages after the first cost no zfs command: a CO paging through 1,000
+// volumes by 100 would otherwise have all 1,000 listed ten times. A page
+// with a token is served from it while nothing this service did changed a
+// volume since (Server.changes), for pageCacheFor; otherwise ZFS is listed
+// again and the token finds its place, as ever. The last page drops it.
+// Changes made with the zfs tools meanwhile are not seen by the pages of that
+// listing, which the spec allows: the CO "SHALL NOT expect a consistent
+// view" across pages.
+type volumePages struct {
+	mu      sync.Mutex
+	volumes []*csi.Volume // every live volume, sorted by ID
+	changes uint64        // Server.changes before the listing
+	listed  time.Time
+}
+
+// get returns the kept listing for a later page (token set) if it is still
+// good, or nil.
+func (p *volumePages) get(token string, changes uint64) []*csi.Volume {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if token == "" || p.volumes == nil || p.changes != changes || time.Since(p.listed) > pageCacheFor {
+		return nil
+	}
+	return p.volumes
+}
+
+func (p *volumePages) put(volumes []*csi.Volume, changes uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.volumes, p.changes, p.listed = volumes, changes, time.Now()
+}
+
+func (p *volumePages) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.volumes = nil
+}
+
+// volumesChanged moves the change counter on; every call that creates,
+// deletes or alters a volume defers it, so that it counts once the change
+// is done.
+func (s *Server) volumesChanged() { s.changes.Add(1) }
 
 // ListSnapshots implements csi.ControllerServer: one zfs list per page, of
 // one snapshot, of one volume's snapshots, or of all.

@@ -126,7 +126,7 @@ func TestListVolumesPagination(t *testing.T) {
 	for i := range 5 {
 		ids = append(ids, h.create(createRequest(fmt.Sprintf("v%d", i), 1<<20, mountCapability(""))).GetVolumeId())
 	}
-	t.Run("pages cover every volume once, one zfs list per page", func(t *testing.T) {
+	t.Run("pages cover every volume once, with one zfs list for the first page and none for the others", func(t *testing.T) {
 		var seen []string
 		token := ""
 		for pages := 0; pages < 10; pages++ {
@@ -135,8 +135,12 @@ func TestListVolumesPagination(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if calls := h.fake.TotalCalls(); calls != 1 {
-				t.Errorf("page ran %d commands", calls)
+			want := 0
+			if pages == 0 {
+				want = 1
+			}
+			if calls := h.fake.TotalCalls(); calls != want {
+				t.Errorf("page %d ran %d commands, want %d", pages+1, calls, want)
 			}
 			for _, entry := range response.GetEntries() {
 				seen = append(seen, entry.GetVolume().GetVolumeId())
@@ -148,6 +152,29 @@ func TestListVolumesPagination(t *testing.T) {
 		if !slices.Equal(seen, ids) {
 			t.Errorf("paged %v, want %v", seen, ids)
 		}
+	})
+	t.Run("a page after a volume change of this service lists again and shows it", func(t *testing.T) {
+		first, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{MaxEntries: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		added := h.create(createRequest("v8", 1<<20, mountCapability(""))).GetVolumeId()
+		h.fake.ResetCalls()
+		rest, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{StartingToken: first.GetNextToken()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if calls := h.fake.TotalCalls(); calls != 1 {
+			t.Errorf("the page ran %d commands, want 1", calls)
+		}
+		var got []string
+		for _, entry := range rest.GetEntries() {
+			got = append(got, entry.GetVolume().GetVolumeId())
+		}
+		if want := []string{ids[2], ids[3], ids[4], added}; !slices.Equal(got, want) {
+			t.Errorf("rest %v, want %v", got, want)
+		}
+		h.deleteVolume(added)
 	})
 	t.Run("a token survives a restart and volumes deleted or added between pages", func(t *testing.T) {
 		first, err := h.server.ListVolumes(context.Background(), &csi.ListVolumesRequest{MaxEntries: 2})
