@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 ZFS_VERSION ?= 2.3
 export ZFS_VERSION
 
-.PHONY: build test e2e demo e2e-image e2e-systemd
+.PHONY: build test e2e demo e2e-image e2e-systemd bench
 
 build:
 	CGO_ENABLED=0 go build -ldflags "-X main.version=$(VERSION)" -o out/zfs-csi .
@@ -19,6 +19,12 @@ e2e:
 # A short guided tour of the driver on real ZFS, inside the same guest.
 demo:
 	e2e/run.sh demo
+
+# The benchmark in the same guest: each CSI call against the bare zfs (and
+# mount) commands doing the same work, one table (e2e/bench; about 25 min
+# under TCG). BENCH_ARGS=-quick checks the bench itself in a few minutes.
+bench:
+	e2e/run.sh bench
 
 # Only build (or find) the cached guest image.
 e2e-image:

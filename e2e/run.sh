@@ -6,6 +6,9 @@
 #   e2e/run.sh systemd  boot the guest with systemd and test the .deb (make e2e-systemd;
 #                     guest/systemd/), with its own out/e2e-systemd
 #   e2e/run.sh image  only build (or find) the cached guest image (make e2e-image)
+#   e2e/run.sh bench  the benchmark, driver against bare zfs (make bench; guest/bench.sh,
+#                     e2e/bench), with its own out/e2e-bench; BENCH_ARGS go to the
+#                     bench program (e.g. "-quick"), BENCH_POOL_SIZE sizes the pool disk
 #
 # Environment: ZFS_VERSION (2.3|2.1), E2E_TIMEOUT (seconds for the whole guest
 # run), ZFS_CSI_E2E_CACHE (image cache), E2E_SMOKE_ONLY=1 (skip the driver suites),
@@ -24,6 +27,7 @@ source "$E2E_DIR/config.sh"
 OUT="$REPO/out"
 E2E_OUT="$OUT/e2e"
 [[ ${1:-} == systemd ]] && E2E_OUT="$OUT/e2e-systemd" # keeps the init-booted run's results
+[[ ${1:-} == bench ]] && E2E_OUT="$OUT/e2e-bench"
 SHARE="$E2E_OUT/share"
 RESULTS="$SHARE/results"
 CONSOLE_LOG="$E2E_OUT/console.log"
@@ -204,11 +208,25 @@ main() {
 		cp "$REPO"/dist/zfs-csi_*.deb "$SHARE/"
 		share_binary "$(csi_sanity)" csi-sanity
 		;;
-	*) die "unknown mode '$mode' (e2e, demo, systemd or image)" ;;
+	bench)
+		build_driver || die "the bench needs the driver (main.go)"
+		(cd "$REPO" && CGO_ENABLED=0 go build -o "$OUT/bench" ./e2e/bench) || die "e2e/bench does not build"
+		share_binary "$OUT/zfs-csi" zfs-csi
+		share_binary "$OUT/bench" bench
+		echo "${BENCH_ARGS:-}" >"$SHARE/bench-args"
+		# Thick 1 GiB volumes by the hundred: a sparse disk, mostly never written.
+		GUEST_POOL_SIZE="${BENCH_POOL_SIZE:-512G}"
+		log "qemu guests already running on this host: $(pgrep -c qemu-system || true) (TCG guests share the CPUs: timings suffer)"
+		;;
+	*) die "unknown mode '$mode' (e2e, demo, systemd, bench or image)" ;;
 	esac
 	log "artifacts ready after $((SECONDS - start)) s"
 	local rc=0
 	run_guest "$mode" || rc=$?
+	if [[ $mode == bench && -f $RESULTS/bench.txt ]]; then
+		log "bench table ($RESULTS/bench.txt):"
+		cat "$RESULTS/bench.txt"
+	fi
 	log "total $((SECONDS - start)) s"
 	return "$rc"
 }

@@ -80,6 +80,7 @@ main() {
 	case "$mode" in
 	e2e) source "$GUEST_DIR/suites.sh" && run_suites ;;
 	demo) source "$GUEST_DIR/demo.sh" && run_demo ;;
+	bench) source "$GUEST_DIR/bench.sh" && run_bench ;;
 	*) fail "unknown mode '$mode'"; false ;;
 	esac
 	finish $?

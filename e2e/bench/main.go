@@ -1,0 +1,268 @@
+// Command bench measures zfs-csi on real ZFS against the bare zfs (and
+// mount) commands doing the same work in the same run, and prints one table
+// (make bench; it runs inside the e2e guest as root, on pool tank).
+//
+//	bench -binary /share/zfs-csi [-pool tank] [-n 50] [-out results/bench.txt]
+//
+// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3):
+//
+//  1. sequential calls, n each, driver and bare interleaved (the side that
+//     goes first alternates) to cancel drift: CreateVolume of a dataset and
+//     of a zvol (1 GiB, three ZFS properties), CreateSnapshot, CreateVolume
+//     from a snapshot, DeleteVolume of a clone, DeleteSnapshot, DeleteVolume
+//     of a dataset;
+//  2. 8 clients creating 200 volumes at once, against 8 parallel zfs create;
+//  3. ListVolumes over 1,000 volumes, paged by 100 and in one page, against
+//     one zfs list of the same datasets and columns; the daemon's peak RSS;
+//  4. NodeStageVolume + NodePublishVolume of a dataset and of an ext4 zvol
+//     (formatted before) against mount + mount --bind;
+//  5. daemon start to READY=1 (sd_notify) and to Probe ready=true; idle RSS;
+//  6. the zfs and zpool commands each call runs, counted by wrappers on the
+//     daemon's PATH (a separate daemon: the wrappers cost time).
+//
+// The bare side replays the argv the driver ran in section 6, with other
+// dataset names: the same options and properties, by construction.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+// config holds the command line.
+type config struct {
+	binary      string
+	pool        string
+	out         string
+	work        string
+	n           int // sequential calls per item
+	nodeN       int // stage+publish rounds per kind
+	clients     int
+	concurrent  int // volumes created by the clients (and by the bare side)
+	listed      int // volumes ListVolumes lists
+	pageSize    int
+	listRepeats int
+	starts      int
+	sections    string // which sections run, in this order
+}
+
+func parseConfig() config {
+	c := config{}
+	flag.StringVar(&c.binary, "binary", "/share/zfs-csi", "the zfs-csi binary")
+	flag.StringVar(&c.pool, "pool", "tank", "the pool to work in (datasets under <pool>/bench)")
+	flag.StringVar(&c.out, "out", "", "also write the table to this file")
+	flag.StringVar(&c.work, "work", "/tmp/zfs-csi-bench", "sockets, logs, mount points")
+	flag.IntVar(&c.n, "n", 50, "sequential operations per item")
+	flag.IntVar(&c.nodeN, "node-n", 30, "stage+publish rounds per volume kind")
+	flag.IntVar(&c.clients, "clients", 8, "concurrent clients")
+	flag.IntVar(&c.concurrent, "concurrent", 200, "volumes the concurrent clients create")
+	flag.IntVar(&c.listed, "list", 1000, "volumes to list")
+	flag.IntVar(&c.pageSize, "page", 100, "ListVolumes page size")
+	flag.IntVar(&c.listRepeats, "list-repeats", 5, "rounds of the listing comparison")
+	flag.IntVar(&c.starts, "starts", 10, "daemon starts")
+	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
+	quick := flag.Bool("quick", false, "a small run to check the bench itself (n=4, 40 concurrent, 100 listed)")
+	flag.Parse()
+	if *quick {
+		c.n, c.nodeN, c.concurrent, c.listed, c.pageSize, c.listRepeats, c.starts = 4, 3, 40, 100, 10, 2, 2
+	}
+	return c
+}
+
+// bench is one run.
+type bench struct {
+	cfg       config
+	tools     tools
+	props     driver.UserProps
+	templates map[string]template // argv the driver ran, by what they did (section 6)
+	counts    map[string]string   // commands per call, by call (section 6)
+	rows      map[string][]row    // by section
+	notes     []string
+	timings   []string
+	version   string // the daemon's, from GetPluginInfo in section 6
+}
+
+// Datasets under <pool>/bench: one parent per daemon, so that each daemon
+// lists only what its section made, and one for the bare side of section 1.
+func (b *bench) dataset(name string) string { return b.cfg.pool + "/bench/" + name }
+
+func main() {
+	cfg := parseConfig()
+	if err := runBench(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func runBench(cfg config) error {
+	t, err := findTools()
+	if err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, tools: t, props: driver.NewUserProps(driverName), templates: map[string]template{},
+		counts: map[string]string{}, rows: map[string][]row{}}
+	ctx := context.Background()
+	started := time.Now()
+	if err := b.setup(ctx); err != nil {
+		return err
+	}
+	sections := map[string]struct {
+		name string
+		run  func(context.Context) error
+	}{
+		"6": {"6 commands per call", b.countCommands},
+		"5": {"5 start-up", b.startup},
+		"1": {"1 sequential", b.sequential},
+		"4": {"4 node", b.nodeCalls},
+		"2": {"2 concurrency", b.concurrency},
+		"3": {"3 listing", b.listing},
+	}
+	for _, number := range strings.Split(cfg.sections, ",") {
+		section, ok := sections[strings.TrimSpace(number)]
+		if !ok {
+			return fmt.Errorf("no section %q", number)
+		}
+		if strings.Contains("123", number) && len(b.templates) == 0 {
+			return fmt.Errorf("section %s replays what section 6 captures: run 6 first", number)
+		}
+		sectionStart := time.Now()
+		fmt.Printf("=== bench: section %s\n", section.name)
+		if err := section.run(ctx); err != nil {
+			return fmt.Errorf("section %s: %w", section.name, err)
+		}
+		b.timings = append(b.timings, fmt.Sprintf("%s %.0fs", section.name, time.Since(sectionStart).Seconds()))
+	}
+	table := b.table(time.Since(started))
+	fmt.Print("\n" + table)
+	if cfg.out != "" {
+		return os.WriteFile(cfg.out, []byte(table), 0o644)
+	}
+	return nil
+}
+
+// setup makes the parent datasets, and a directory for each daemon.
+func (b *bench) setup(ctx context.Context) error {
+	if err := loopbackUp(); err != nil {
+		return fmt.Errorf("bringing lo up for --metrics-address: %w", err)
+	}
+	root := b.cfg.pool + "/bench"
+	run(ctx, b.tools.zfs, "destroy", "-r", root) // a leftover, if any
+	if _, _, err := run(ctx, b.tools.zfs, "create", root); err != nil {
+		return err
+	}
+	for _, name := range []string{"count", "start", "seq", "bare", "list"} {
+		if _, _, err := run(ctx, b.tools.zfs, "create", b.dataset(name)); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(b.cfg.work, 0o755)
+}
+
+// daemonConfig is the configuration of the daemon of one section.
+func (b *bench) daemonConfig(name string) daemonConfig {
+	return daemonConfig{binary: b.cfg.binary, dir: filepath.Join(b.cfg.work, name), parent: b.dataset(name)}
+}
+
+// interleave runs round i of a comparison: the driver's call, then the bare
+// command, or the other way round on odd rounds. After the driver's call
+// it waits until the daemon runs no command in the background.
+func interleave(i int, d *daemon, driverSide, bareSide func() (time.Duration, error), drv, bare *samples) error {
+	sides := []func() error{
+		func() error {
+			took, err := driverSide()
+			*drv = append(*drv, took)
+			d.quiesce()
+			return err
+		},
+		func() error {
+			took, err := bareSide()
+			*bare = append(*bare, took)
+			return err
+		},
+	}
+	if i%2 == 1 {
+		sides[0], sides[1] = sides[1], sides[0]
+	}
+	for _, side := range sides {
+		if err := side(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// zfsVersion is the first line of `zfs version`.
+func (b *bench) zfsVersion() string {
+	out, err := exec.Command(b.tools.zfs, "version").Output()
+	if err != nil {
+		return "zfs version unknown"
+	}
+	return strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+}
+
+// pluginVersion asks a daemon for its version (make build stamps it with
+// git describe, so it names the commit measured).
+func pluginVersion(ctx context.Context, d *daemon) string {
+	info, err := d.identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+	if err != nil {
+		return "unknown"
+	}
+	return info.GetVendorVersion()
+}
+
+func (b *bench) table(took time.Duration) string {
+	title := []string{
+		fmt.Sprintf("zfs-csi bench: driver %s; %s; %s, %d CPUs, kernel %s; %s",
+			b.version, b.zfsVersion(), runtime.GOARCH, runtime.NumCPU(), kernel(), time.Now().UTC().Format("2006-01-02 15:04 UTC")),
+		fmt.Sprintf("sequential n=%d (driver and bare interleaved), node rounds %d, %d clients × %d volumes, listing %d volumes (page %d, %d rounds), %d starts",
+			b.cfg.n, b.cfg.nodeN, b.cfg.clients, b.cfg.concurrent, b.cfg.listed, b.cfg.pageSize, b.cfg.listRepeats, b.cfg.starts),
+		"ratio = driver p50 / bare p50 (throughput rows: bare ops/s / driver ops/s, so > 1 means the driver is slower)",
+		"",
+	}
+	var rows []row
+	for _, section := range []string{"1", "2", "3", "4", "5", "6"} {
+		rows = append(rows, b.rows[section]...)
+	}
+	notes := append([]string{}, b.notes...)
+	notes = append(notes, fmt.Sprintf("time: %s; total %.0fs", strings.Join(b.timings, ", "), took.Seconds()))
+	return render(title, rows, notes)
+}
+
+// loopbackUp brings lo up: the guest's init leaves it down, and a daemon
+// with --metrics-address binds 127.0.0.1.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	request, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, request); err != nil {
+		return err
+	}
+	request.SetUint16(request.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, request)
+}
+
+func kernel() string {
+	release, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(release))
+}

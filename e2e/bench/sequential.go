@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+)
+
+// item is one comparison of section 1: round i of the driver's call and of
+// the bare command.
+type item struct {
+	what   string
+	count  string // the section-6 label whose commands it shows
+	driver func(ctx context.Context, i int) error
+	bare   func(ctx context.Context, i int) error
+}
+
+// sequential is section 1, on a daemon of its own (parent <pool>/bench/seq;
+// the bare side works in <pool>/bench/bare). The items build on each other:
+// snapshots of the datasets, clones of the snapshots; then the deletions
+// take the clones, the snapshots and the datasets away again.
+func (b *bench) sequential(ctx context.Context) error {
+	d, err := startDaemon(ctx, b.daemonConfig("seq"))
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	n := b.cfg.n
+	datasets, snapshots, clones := make([]*csi.Volume, n), make([]*csi.Snapshot, n), make([]*csi.Volume, n)
+	bareDataset := func(kind string, i int) string { return b.dataset("bare") + fmt.Sprintf("/%s-%d", kind, i) }
+	bareSnapshot := func(i int) string { return bareDataset("fs", i) + "@snap" }
+	csiName, snapshotName := b.props.CSIName, b.props.SnapshotName
+	bareCreate := func(templateName, kind string) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error {
+			name := fmt.Sprintf("bare-%s-%d", kind, i)
+			return b.zfs(ctx, b.templates[templateName].with(map[string]string{csiName: name}, bareDataset(kind, i)))
+		}
+	}
+	bareDestroy := func(name func(int) string) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error { return b.zfs(ctx, []string{"destroy", name(i)}) }
+	}
+	deleteVolume := func(volumes []*csi.Volume) func(ctx context.Context, i int) error {
+		return func(ctx context.Context, i int) error {
+			_, err := d.controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: volumes[i].GetVolumeId()})
+			return err
+		}
+	}
+	items := []item{
+		{"CreateVolume dataset 1GiB +3 props vs zfs create", "CreateVolume dataset",
+			func(ctx context.Context, i int) (err error) {
+				datasets[i], err = createVolume(ctx, d, volumeRequest(fmt.Sprintf("seq-fs-%d", i), mountCapability(""), false))
+				return err
+			}, bareCreate("create-fs", "fs")},
+		{"CreateVolume zvol 1GiB +3 props vs zfs create -V", "CreateVolume zvol",
+			func(ctx context.Context, i int) error {
+				_, err := createVolume(ctx, d, volumeRequest(fmt.Sprintf("seq-zvol-%d", i), blockCapability(), false))
+				return err
+			}, bareCreate("create-zvol", "zvol")},
+		{"CreateSnapshot vs zfs snapshot", "CreateSnapshot",
+			func(ctx context.Context, i int) error {
+				response, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-snap-%d", i),
+					SourceVolumeId: datasets[i].GetVolumeId()})
+				snapshots[i] = response.GetSnapshot()
+				return err
+			},
+			func(ctx context.Context, i int) error {
+				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-snap-%d", i)}, bareSnapshot(i)))
+			}},
+		{"CreateVolume from snapshot vs zfs clone", "CreateVolume from snapshot",
+			func(ctx context.Context, i int) (err error) {
+				clones[i], err = createVolume(ctx, d, fromSnapshot(fmt.Sprintf("seq-clone-%d", i), snapshots[i].GetSnapshotId()))
+				return err
+			},
+			func(ctx context.Context, i int) error {
+				return b.zfs(ctx, b.templates["clone"].with(map[string]string{csiName: fmt.Sprintf("bare-clone-%d", i)},
+					bareSnapshot(i), bareDataset("clone", i)))
+			}},
+		{"DeleteVolume of a clone vs zfs destroy", "DeleteVolume of a clone",
+			deleteVolume(clones), bareDestroy(func(i int) string { return bareDataset("clone", i) })},
+		{"DeleteSnapshot vs zfs destroy", "DeleteSnapshot",
+			func(ctx context.Context, i int) error {
+				_, err := d.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapshots[i].GetSnapshotId()})
+				return err
+			}, bareDestroy(bareSnapshot)},
+		{"DeleteVolume dataset vs zfs destroy", "DeleteVolume dataset",
+			deleteVolume(datasets), bareDestroy(func(i int) string { return bareDataset("fs", i) })},
+	}
+	for _, it := range items {
+		var drv, bare samples
+		for i := range n {
+			err := interleave(i, d,
+				func() (time.Duration, error) {
+					return timed(ctx, func(ctx context.Context) error { return it.driver(ctx, i) })
+				},
+				func() (time.Duration, error) {
+					return timed(ctx, func(ctx context.Context) error { return it.bare(ctx, i) })
+				}, &drv, &bare)
+			if err != nil {
+				return fmt.Errorf("%s, round %d: %w", it.what, i, err)
+			}
+		}
+		r := compare("1", it.what, drv, bare, 1.10)
+		r.commands = b.counts[it.count]
+		b.rows["1"] = append(b.rows["1"], r)
+		fmt.Printf("=== bench: %s: driver p50 %s, bare p50 %s\n", it.what, ms(drv.p50()), ms(bare.p50()))
+	}
+	return nil
+}
+
+func createVolume(ctx context.Context, d *daemon, req *csi.CreateVolumeRequest) (*csi.Volume, error) {
+	response, err := d.controller.CreateVolume(ctx, req)
+	return response.GetVolume(), err
+}
+
+// zfs runs one bare zfs command.
+func (b *bench) zfs(ctx context.Context, args []string) error {
+	_, _, err := run(ctx, append([]string{b.tools.zfs}, args...)...)
+	return err
+}
