@@ -182,7 +182,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	go controllerService.RunReaper(ctx, opts.reapInterval)
 	go telemetry.serve(log)
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		log.Info().Msg("stopping")
 		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
@@ -193,7 +195,14 @@ func run(args []string, stderr io.Writer) error {
 	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
 		Strs("parents", opts.ParentDatasets).Msg("started")
 	notifyReady(log, opts)
-	return server.Serve()
+	if err := server.Serve(); err != nil {
+		return err
+	}
+	// Serve returns as soon as the gRPC server stops, before the sockets are
+	// removed: wait, or a restart finds them left behind and kubelet keeps
+	// a registration whose plugin is gone.
+	<-stopped
+	return nil
 }
 
 func env(name, fallback string) string {
