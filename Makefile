@@ -13,8 +13,11 @@ test:
 
 # Boots a Debian guest with real ZFS under qemu (TCG) and runs the smoke check,
 # csi-sanity and the e2e Go tests in it. First run builds the guest image (~10 min).
+# Then the package on a systemd-booted guest (make e2e-systemd, ~15 min under
+# TCG); E2E_SYSTEMD=0 skips that part.
 e2e:
 	e2e/run.sh e2e
+	@if [ "$(E2E_SYSTEMD)" != 0 ]; then e2e/run.sh systemd; fi
 
 # A short guided tour of the driver on real ZFS, inside the same guest.
 demo:

@@ -137,7 +137,7 @@ step_ready_waits_for_parents() {
 	wait_for 30 "a failed start waiting to be retried" is_state activating auto-restart || { show_unit; return 1; }
 	show_unit
 	check "no socket while the parent is missing" test ! -S "$DRIVER_SOCKET" || return 1
-	journalctl -u "$UNIT" --no-pager -o cat | grep 'zfs-csi: ' | tail -1 | sed 's/^/    journal: /'
+	journalctl -u "$UNIT" --no-pager -o cat | grep '^zfs-csi: ' | tail -1 | sed 's/^/    journal: /'
 	zfs create "$POOL/late" || return 1
 	check "active within 15 s of the dataset appearing" wait_for 15 "the unit to become active" is_state active running || { show_unit; return 1; }
 	show_unit
@@ -152,7 +152,7 @@ step_config_error_stops() {
 	show_unit
 	check "failed with status 78 (EX_CONFIG)" [ "$(prop ExecMainStatus)" = 78 ] || return 1
 	check "not restarted" is_state failed || return 1
-	journalctl -u "$UNIT" --no-pager -o cat | grep 'zfs-csi: ' | tail -1 | sed 's/^/    journal: /'
+	journalctl -u "$UNIT" --no-pager -o cat | grep '^zfs-csi: ' | tail -1 | sed 's/^/    journal: /'
 	set_option ZFS_CSI_LOG_LEVEL debug
 	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
 	check "restarts once fixed" systemctl restart "$UNIT" || return 1
