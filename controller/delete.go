@@ -52,7 +52,7 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		return &csi.DeleteVolumeResponse{}, nil
 	}
 	if !s.held(rows[1:]) {
-		err = s.zfs.Destroy(ctx, dataset, zfs.DestroyOptions{Recursive: true})
+		err = s.destroyVolume(ctx, rows[0])
 		if err == nil || errors.Is(err, zfs.ErrNotFound) {
 			if rows[0].Origin != "" {
 				// Only a clone's going can free what the reaper waits
@@ -71,6 +71,30 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	}
 	s.log.Info().Str("dataset", dataset).Msg("volume marked deleted; it goes when its snapshots and clones do")
 	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// zvolBusyRetries bounds how often destroying a zvol is retried while it is
+// busy: right after a zvol appears, udev opens it to probe it (blkid), and
+// `zfs destroy` fails with "dataset is busy" for that moment (seen on ZFS 2.1
+// and 2.3 in the guest, in csi-sanity's create-then-delete specs). A dataset
+// that is busy is mounted and in use: that is not retried.
+const zvolBusyRetries = 5
+
+// destroyVolume destroys a volume with its leftover snapshots.
+func (s *Server) destroyVolume(ctx context.Context, row zfs.Dataset) error {
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.zfs.Destroy(ctx, row.Name, zfs.DestroyOptions{Recursive: true})
+		if !errors.Is(err, zfs.ErrBusy) || row.Type != zfs.Volume || attempt == zvolBusyRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
 }
 
 // held reports whether any of a volume's snapshots must outlive it: a CSI

@@ -8,6 +8,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 func fromSnapshot(req *csi.CreateVolumeRequest, snapshotID string) *csi.CreateVolumeRequest {
@@ -261,4 +263,37 @@ func (h *harness) listSnapshotIDs(req *csi.ListSnapshotsRequest) []string {
 		ids = append(ids, entry.GetSnapshot().GetSnapshotId())
 	}
 	return ids
+}
+
+func TestDeleteVolumeWaitsOutAZvolBusyForAMoment(t *testing.T) {
+	busy := &zfs.CommandError{Argv: []string{"zfs", "destroy"}, Stderr: "cannot destroy: dataset is busy", Kind: zfs.ErrBusy}
+	t.Run("a zvol that udev holds open for a moment is destroyed on a later try", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, blockCapability()))
+		h.fake.FailNext("Destroy", busy)
+		h.fake.FailNext("Destroy", busy)
+		h.deleteVolume(volume.GetVolumeId())
+		if h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+			t.Error("still exists")
+		}
+	})
+	t.Run("a dataset that is busy is mounted and in use: no retry, FAILED_PRECONDITION", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		h.fake.FailNext("Destroy", busy)
+		h.fake.ResetCalls()
+		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
+		if code(err) != codes.FailedPrecondition || h.fake.Calls()["Destroy"] != 1 {
+			t.Errorf("got %v after %d destroys", err, h.fake.Calls()["Destroy"])
+		}
+	})
+	t.Run("a zvol busy for good gives up with FAILED_PRECONDITION", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, blockCapability()))
+		h.fake.SetBusy(datasetOf(t, volume.GetVolumeId()), true)
+		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
+		if code(err) != codes.FailedPrecondition || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+			t.Errorf("got %v", err)
+		}
+	})
 }
