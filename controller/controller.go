@@ -76,8 +76,15 @@ var errNotOurs = errors.New("not a volume of this driver")
 type foreignNodeError struct{ nodeID, thisNode string }
 
 func (e *foreignNodeError) Error() string {
-	return fmt.Sprintf("it lives on node %q, this is node %q", e.nodeID, e.thisNode)
+	return fmt.Sprintf("%s: it lives on node %q, this is node %q", otherNodeMarker, e.nodeID, e.thisNode)
 }
+
+// otherNodeMarker starts the messages of calls refused because they belong to
+// another node. Nomad sends controller calls to any node running the plugin,
+// ignoring topology, and tries the next one only when the error text holds
+// this phrase (nomad/client_csi_endpoint.go, isRetryable); Kubernetes, whose
+// node-deployed sidecars only call their own node, never sees it.
+const otherNodeMarker = "CSI client error (retryable)"
 
 // volumeDataset resolves a volume ID to its dataset name. Malformed IDs, IDs
 // of other nodes and IDs pointing outside the allowed parents are refused

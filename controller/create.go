@@ -163,8 +163,8 @@ func (s *Server) checkTopology(requirement *csi.TopologyRequirement) error {
 			return nil
 		}
 	}
-	return status.Errorf(codes.ResourceExhausted, "the requisite topology does not include this node (%s=%s)",
-		s.cfg.TopologyKey(), s.cfg.NodeID)
+	return status.Errorf(codes.ResourceExhausted, "%s: the requisite topology does not include this node (%s=%s)",
+		otherNodeMarker, s.cfg.TopologyKey(), s.cfg.NodeID)
 }
 
 // resolveSource finds a content source this driver owns, or NOT_FOUND. It

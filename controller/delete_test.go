@@ -297,3 +297,17 @@ func TestDeleteVolumeWaitsOutAZvolBusyForAMoment(t *testing.T) {
 		}
 	})
 }
+
+func TestCallsForAnotherNodeTellNomadToTryTheNext(t *testing.T) {
+	h := newHarness(t)
+	req := createRequest("v", 1<<30, mountCapability(""))
+	req.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: map[string]string{"zfs.csi.dev/node": "node-b"}}}}
+	_, createErr := h.server.CreateVolume(context.Background(), req)
+	_, deleteErr := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "node-b:tank/csi/v"})
+	_, snapshotErr := h.server.DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: "node-b:tank/csi/v@s"})
+	for _, err := range []error{createErr, deleteErr, snapshotErr} {
+		if err == nil || !strings.Contains(err.Error(), otherNodeMarker) {
+			t.Errorf("%v does not carry %q", err, otherNodeMarker)
+		}
+	}
+}
