@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,8 +56,26 @@ func TestTheLevelCanChangeWhileTheLoggerIsInUse(t *testing.T) {
 	}
 }
 
+// lockedBuffer is a log sink the signal goroutine writes while the test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestSIGUSR1AndSIGUSR2RaiseAndLowerTheLevel(t *testing.T) {
-	var out bytes.Buffer
+	var out lockedBuffer
 	log, level, err := newLogger("info", "json", &out)
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +97,10 @@ func TestSIGUSR1AndSIGUSR2RaiseAndLowerTheLevel(t *testing.T) {
 		if level.get() != step.want {
 			t.Fatalf("after %s the level is %s, want %s", step.signal, level.get(), step.want)
 		}
+	}
+	// The change is logged just after it is made: wait for the line.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), `"level_now":"warn"`) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if !strings.Contains(out.String(), `"level_now":"warn"`) {
 		t.Errorf("the change to warn was not logged:\n%s", out.String())
