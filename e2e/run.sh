@@ -96,6 +96,11 @@ prepare_share() {
 	mkdir -p "$SHARE/guest" "$RESULTS"
 	cp -r "$E2E_DIR"/guest/. "$SHARE/guest/"
 	echo "$mode" >"$SHARE/mode"
+	# Narrowing knobs for quick checks (e.g. that a broken driver fails):
+	# E2E_GO_TEST_RUN is the e2e tests' -test.run pattern, E2E_SANITY=0
+	# leaves csi-sanity out.
+	echo "${E2E_GO_TEST_RUN:-}" >"$SHARE/go-test-run"
+	echo "${E2E_SANITY:-1}" >"$SHARE/sanity"
 }
 
 # share_binary copies a host-built binary into the share under NAME.
