@@ -29,6 +29,7 @@ type source struct {
 	snapshot string // the snapshot to clone or send; for a volume source, made on the fly
 	volume   string // the source volume's dataset, when the source is a volume
 	zvol     bool
+	fsType   string // a zvol source's filesystem, "" for raw block
 	size     uint64 // the source's capacity: the least the new volume can have
 }
 
@@ -175,7 +176,7 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 		if err != nil {
 			return nil, err
 		}
-		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, size: capacity(row)}
+		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row)}
 		return src, checkSourceKind(plan, src)
 	}
 	snapshot, dataset, err := s.snapshotName(plan.sourceID)
@@ -192,7 +193,8 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 	for _, row := range rows {
 		if row.Name == snapshot && s.isSnapshot(row) {
 			found = true
-			src.zvol, src.size = row.VolSize > 0, row.VolSize
+			// A snapshot inherits its volume's fstype property.
+			src.zvol, src.size, src.fsType = row.VolSize > 0, row.VolSize, row.User[s.props.FSType]
 			if !src.zvol {
 				src.size = row.Referenced
 			}
@@ -209,12 +211,22 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 	return src, checkSourceKind(plan, src)
 }
 
+// checkSourceKind refuses a source whose data the new volume could not use:
+// a dataset for a zvol or the reverse, or a zvol whose filesystem differs from
+// the one asked for (the node never formats a device that holds data). A
+// formatted zvol may become a raw block volume: its data is still there.
 func checkSourceKind(plan volumePlan, src *source) error {
-	if plan.zvol != src.zvol {
-		return invalid("the content source is %s, the request asks for %s", describe(src.zvol, "?"), describe(plan.zvol, plan.fsType))
+	if plan.zvol != src.zvol || (plan.zvol && plan.fsType != "" && plan.fsType != src.fsType) {
+		return invalid("the content source is %s, the request asks for %s", describe(src.zvol, src.fsType), describe(plan.zvol, plan.fsType))
 	}
 	return nil
 }
+
+// minimumFilesystemSize is the least a zvol formatted with each filesystem
+// can be: mkfs.xfs refuses devices under 300 MiB, mkfs.btrfs under about
+// 109 MiB. Smaller requests are rounded up (or OUT_OF_RANGE when the limit
+// forbids it) instead of failing later, at the first NodeStage.
+var minimumFilesystemSize = map[string]uint64{"xfs": 300 << 20, "btrfs": 128 << 20}
 
 // plannedSize is the size a new volume gets: what was asked for (or the
 // source's size, or the default), never less than the source.
@@ -223,9 +235,9 @@ func plannedSize(plan volumePlan, src *source) (uint64, error) {
 	if plan.zvol {
 		granularity = max(plan.params.volBlockSize, defaultVolBlockSize)
 	}
-	minimum := uint64(0)
+	minimum := minimumFilesystemSize[plan.fsType]
 	if src != nil {
-		fallback, minimum = src.size, src.size
+		fallback, minimum = src.size, max(minimum, src.size)
 	}
 	return volumeSize(plan.capacity, granularity, fallback, minimum)
 }

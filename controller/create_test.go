@@ -312,3 +312,34 @@ func TestAnyValidNameMapsToADatasetUnderTheParent(t *testing.T) {
 		t.Errorf("%d names made %d volumes", len(names), got)
 	}
 }
+
+func TestFormattedZvolsFitTheirFilesystem(t *testing.T) {
+	t.Run("a small xfs volume is rounded up to what mkfs.xfs accepts", func(t *testing.T) {
+		h := newHarness(t)
+		if got := h.create(createRequest("x", 64<<20, mountCapability("xfs"))).GetCapacityBytes(); got != 300<<20 {
+			t.Errorf("capacity %d, want 300 MiB", got)
+		}
+	})
+	t.Run("an xfs volume whose limit is below that is out of range", func(t *testing.T) {
+		h := newHarness(t)
+		req := createRequest("x", 64<<20, mountCapability("xfs"))
+		req.CapacityRange.LimitBytes = 64 << 20
+		if _, err := h.server.CreateVolume(context.Background(), req); code(err) != codes.OutOfRange {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("a raw zvol cannot become an ext4 volume, but an ext4 zvol can become a raw one", func(t *testing.T) {
+		h := newHarness(t)
+		raw := h.create(createRequest("raw", 64<<20, blockCapability()))
+		rawSnapshot := h.snapshot("raw-snap", raw.GetVolumeId())
+		if _, err := h.server.CreateVolume(context.Background(), fromSnapshot(createRequest("a", 64<<20, mountCapability("ext4")), rawSnapshot.GetSnapshotId())); code(err) != codes.InvalidArgument {
+			t.Errorf("raw → ext4: %v", err)
+		}
+		formatted := h.create(createRequest("ext4", 64<<20, mountCapability("ext4")))
+		if _, err := h.server.CreateVolume(context.Background(), fromVolume(createRequest("b", 64<<20, mountCapability("xfs")), formatted.GetVolumeId())); code(err) != codes.InvalidArgument {
+			t.Errorf("ext4 → xfs: %v", err)
+		}
+		h.create(fromVolume(createRequest("c", 64<<20, blockCapability()), formatted.GetVolumeId()))
+		h.create(fromVolume(createRequest("d", 64<<20, mountCapability("ext4")), formatted.GetVolumeId()))
+	})
+}
