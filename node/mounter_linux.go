@@ -15,6 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // hostMounter is the real Mounter: mount(2), umount(2), statfs(2) and ioctls
@@ -276,7 +278,7 @@ func (h *hostMounter) Statfs(path string) (FSStats, error) {
 // failure carries the exit status and stderr.
 func (h *hostMounter) run(ctx context.Context, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = toolEnv(os.Environ())
+	cmd.Env = zfs.CLocaleEnv(os.Environ())
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
@@ -291,20 +293,6 @@ func (h *hostMounter) run(ctx context.Context, name string, args ...string) (str
 		return stdout.String(), &ToolError{Argv: cmd.Args, Err: err, Stderr: strings.TrimSpace(stderr.String())}
 	}
 	return stdout.String(), nil
-}
-
-// toolEnv is environ without locale settings, plus LC_ALL=C: the tools'
-// messages end up in errors and logs, which should read the same everywhere.
-func toolEnv(environ []string) []string {
-	env := make([]string, 0, len(environ)+1)
-	for _, entry := range environ {
-		key, _, _ := strings.Cut(entry, "=")
-		if key == "LANG" || key == "LANGUAGE" || strings.HasPrefix(key, "LC_") {
-			continue
-		}
-		env = append(env, entry)
-	}
-	return append(env, "LC_ALL=C")
 }
 
 // ToolError is a filesystem tool that failed.

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // mountinfoSample holds lines recorded in the e2e guest (Debian 12, OpenZFS
@@ -87,7 +89,7 @@ func TestMountAtFindsTheTopmostOfStackedMounts(t *testing.T) {
 }
 
 func TestToolEnvironmentIsInTheCLocale(t *testing.T) {
-	env := toolEnv([]string{"PATH=/bin", "LANG=de_DE.UTF-8", "LC_MESSAGES=fr_FR", "LANGUAGE=de", "HOME=/root"})
+	env := zfs.CLocaleEnv([]string{"PATH=/bin", "LANG=de_DE.UTF-8", "LC_MESSAGES=fr_FR", "LANGUAGE=de", "HOME=/root"})
 	if !reflect.DeepEqual(env, []string{"PATH=/bin", "HOME=/root", "LC_ALL=C"}) {
 		t.Errorf("got %v", env)
 	}

@@ -244,7 +244,7 @@ func (e *Exec) run(ctx context.Context, argv []string) ([]byte, error) {
 func (e *Exec) command(ctx context.Context, argv []string) *process {
 	p := &process{argv: argv}
 	p.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	p.cmd.Env = commandEnv(os.Environ())
+	p.cmd.Env = CLocaleEnv(os.Environ())
 	p.cmd.Stderr = &p.stderr
 	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
 	p.cmd.WaitDelay = killDelay
@@ -297,9 +297,10 @@ func (e *Exec) report(p *process, err error) {
 	}
 }
 
-// commandEnv is environ without locale settings, plus LC_ALL=C: the messages
-// classify matches are the untranslated ones.
-func commandEnv(environ []string) []string {
+// CLocaleEnv is environ without locale settings, plus LC_ALL=C: the messages
+// classify matches are the untranslated ones. The node service runs its
+// filesystem tools with it too, so their errors read the same everywhere.
+func CLocaleEnv(environ []string) []string {
 	env := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
 		key, _, _ := strings.Cut(kv, "=")
