@@ -48,7 +48,7 @@ func run(ctx context.Context, argv ...string) (time.Duration, []byte, error) {
 	err := cmd.Run()
 	took := time.Since(start)
 	if err != nil {
-		return took, nil, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+		return took, nil, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.Join(strings.Fields(stderr.String()), " "))
 	}
 	return took, stdout.Bytes(), nil
 }

@@ -146,6 +146,9 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 			if err != nil {
 				return err
 			}
+			if err := c.capture("snapshot-list", "list", commands); err != nil {
+				return err
+			}
 			return c.capture("snapshot", "snapshot", commands)
 		},
 		func() error {

@@ -4,7 +4,7 @@
 //
 //	bench -binary /share/zfs-csi [-pool tank] [-n 50] [-out results/bench.txt]
 //
-// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3):
+// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3, 7):
 //
 //  1. sequential calls, n each, driver and bare interleaved (the side that
 //     goes first alternates) to cancel drift: CreateVolume of a dataset and
@@ -18,7 +18,9 @@
 //     (formatted before) against mount + mount --bind;
 //  5. daemon start to READY=1 (sd_notify) and to Probe ready=true; idle RSS;
 //  6. the zfs and zpool commands each call runs, counted by wrappers on the
-//     daemon's PATH (a separate daemon: the wrappers cost time).
+//     daemon's PATH (a separate daemon: the wrappers cost time);
+//  7. an experiment, not the driver: the reads and writes of CreateSnapshot
+//     and DeleteVolume as one ZFS channel program (experiment.go).
 //
 // The bare side replays the argv the driver ran in section 6, with other
 // dataset names: the same options and properties, by construction.
@@ -56,6 +58,7 @@ type config struct {
 	listRepeats int
 	starts      int
 	sections    string // which sections run, in this order
+	logLevel    string // the daemons' --log-level
 }
 
 func parseConfig() config {
@@ -72,7 +75,8 @@ func parseConfig() config {
 	flag.IntVar(&c.pageSize, "page", 100, "ListVolumes page size")
 	flag.IntVar(&c.listRepeats, "list-repeats", 5, "rounds of the listing comparison")
 	flag.IntVar(&c.starts, "starts", 10, "daemon starts")
-	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
+	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3,7", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
+	flag.StringVar(&c.logLevel, "log-level", "info", "the daemons' --log-level (debug logs each zfs command with its duration)")
 	quick := flag.Bool("quick", false, "a small run to check the bench itself (n=4, 40 concurrent, 100 listed)")
 	flag.Parse()
 	if *quick {
@@ -92,6 +96,7 @@ type bench struct {
 	notes     []string
 	timings   []string
 	version   string // the daemon's, from GetPluginInfo in section 6
+	started   time.Time
 }
 
 // Datasets under <pool>/bench: one parent per daemon, so that each daemon
@@ -114,7 +119,7 @@ func runBench(cfg config) error {
 	b := &bench{cfg: cfg, tools: t, props: driver.NewUserProps(driverName), templates: map[string]template{},
 		counts: map[string]string{}, rows: map[string][]row{}}
 	ctx := context.Background()
-	started := time.Now()
+	b.started = time.Now()
 	if err := b.setup(ctx); err != nil {
 		return err
 	}
@@ -128,13 +133,14 @@ func runBench(cfg config) error {
 		"4": {"4 node", b.nodeCalls},
 		"2": {"2 concurrency", b.concurrency},
 		"3": {"3 listing", b.listing},
+		"7": {"7 experiment", b.experiment},
 	}
 	for _, number := range strings.Split(cfg.sections, ",") {
 		section, ok := sections[strings.TrimSpace(number)]
 		if !ok {
 			return fmt.Errorf("no section %q", number)
 		}
-		if strings.Contains("123", number) && len(b.templates) == 0 {
+		if strings.Contains("1237", number) && len(b.templates) == 0 {
 			return fmt.Errorf("section %s replays what section 6 captures: run 6 first", number)
 		}
 		sectionStart := time.Now()
@@ -143,13 +149,19 @@ func runBench(cfg config) error {
 			return fmt.Errorf("section %s: %w", section.name, err)
 		}
 		b.timings = append(b.timings, fmt.Sprintf("%s %.0fs", section.name, time.Since(sectionStart).Seconds()))
+		b.checkpoint()
 	}
-	table := b.table(time.Since(started))
-	fmt.Print("\n" + table)
-	if cfg.out != "" {
-		return os.WriteFile(cfg.out, []byte(table), 0o644)
+	fmt.Print("\n" + b.table())
+	return b.checkpoint()
+}
+
+// checkpoint writes the table as it stands, should the guest's deadline
+// come before the end.
+func (b *bench) checkpoint() error {
+	if b.cfg.out == "" {
+		return nil
 	}
-	return nil
+	return os.WriteFile(b.cfg.out, []byte(b.table()), 0o644)
 }
 
 // setup makes the parent datasets, and a directory for each daemon.
@@ -172,18 +184,21 @@ func (b *bench) setup(ctx context.Context) error {
 
 // daemonConfig is the configuration of the daemon of one section.
 func (b *bench) daemonConfig(name string) daemonConfig {
-	return daemonConfig{binary: b.cfg.binary, dir: filepath.Join(b.cfg.work, name), parent: b.dataset(name)}
+	return daemonConfig{binary: b.cfg.binary, dir: filepath.Join(b.cfg.work, name), parent: b.dataset(name),
+		extra: []string{"--log-level", b.cfg.logLevel}}
 }
 
 // interleave runs round i of a comparison: the driver's call, then the bare
 // command, or the other way round on odd rounds. After the driver's call
-// it waits until the daemon runs no command in the background.
+// it waits until the daemon (if any) runs no command in the background.
 func interleave(i int, d *daemon, driverSide, bareSide func() (time.Duration, error), drv, bare *samples) error {
 	sides := []func() error{
 		func() error {
 			took, err := driverSide()
 			*drv = append(*drv, took)
-			d.quiesce()
+			if d != nil {
+				d.quiesce()
+			}
 			return err
 		},
 		func() error {
@@ -222,7 +237,7 @@ func pluginVersion(ctx context.Context, d *daemon) string {
 	return info.GetVendorVersion()
 }
 
-func (b *bench) table(took time.Duration) string {
+func (b *bench) table() string {
 	title := []string{
 		fmt.Sprintf("zfs-csi bench: driver %s; %s; %s, %d CPUs, kernel %s; %s",
 			b.version, b.zfsVersion(), runtime.GOARCH, runtime.NumCPU(), kernel(), time.Now().UTC().Format("2006-01-02 15:04 UTC")),
@@ -232,11 +247,11 @@ func (b *bench) table(took time.Duration) string {
 		"",
 	}
 	var rows []row
-	for _, section := range []string{"1", "2", "3", "4", "5", "6"} {
+	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7"} {
 		rows = append(rows, b.rows[section]...)
 	}
 	notes := append([]string{}, b.notes...)
-	notes = append(notes, fmt.Sprintf("time: %s; total %.0fs", strings.Join(b.timings, ", "), took.Seconds()))
+	notes = append(notes, fmt.Sprintf("time: %s; total %.0fs", strings.Join(b.timings, ", "), time.Since(b.started).Seconds()))
 	return render(title, rows, notes)
 }
 

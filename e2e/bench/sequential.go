@@ -100,10 +100,14 @@ func (b *bench) sequential(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", it.what, i, err)
 			}
+			if (i+1)%10 == 0 && i+1 < n {
+				fmt.Printf("=== bench: %s: %d rounds, driver p50 %s, bare p50 %s\n", it.what, i+1, ms(drv.p50()), ms(bare.p50()))
+			}
 		}
 		r := compare("1", it.what, drv, bare, 1.10)
 		r.commands = b.counts[it.count]
 		b.rows["1"] = append(b.rows["1"], r)
+		b.checkpoint()
 		fmt.Printf("=== bench: %s: driver p50 %s, bare p50 %s\n", it.what, ms(drv.p50()), ms(bare.p50()))
 	}
 	return nil

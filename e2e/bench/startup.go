@@ -28,7 +28,7 @@ func (b *bench) startup(ctx context.Context) error {
 		cfg.notify = true
 		withMetrics := i >= b.cfg.starts
 		if withMetrics {
-			cfg.extra = []string{"--metrics-address", "127.0.0.1:0"}
+			cfg.extra = append(cfg.extra, "--metrics-address", "127.0.0.1:0")
 		}
 		d, err := startDaemon(ctx, cfg)
 		if err != nil {
