@@ -23,15 +23,16 @@ import (
 // Server is the CSI Controller service.
 type Server struct {
 	csi.UnimplementedControllerServer
-	cfg      driver.Config
-	zfs      zfs.Interface
-	log      zerolog.Logger
-	props    driver.UserProps
-	namer    driver.Namer
-	inflight *driver.InFlight
-	reap     chan struct{}
-	changes  atomic.Uint64 // volume changes made, for volumePages
-	pages    volumePages
+	cfg       driver.Config
+	zfs       zfs.Interface
+	log       zerolog.Logger
+	props     driver.UserProps
+	namer     driver.Namer
+	inflight  *driver.InFlight
+	reap      chan struct{}
+	changes   atomic.Uint64 // volume changes made, for volumePages
+	pages     volumePages
+	snapshots snapshotIndex
 }
 
 // New builds the service; cfg must be valid (driver.Config.Validate).

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,8 @@ func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err 
 
 // CreateSnapshot implements csi.ControllerServer: one zfs list (the source's
 // ownership, and CSI snapshot names being unique across volumes) and one zfs
-// snapshot.
+// snapshot. The list is of the source volume and its snapshots (and of the
+// volume snapshotIndex says holds the name, if another), not of everything.
 func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	switch {
 	case req.GetName() == "":
@@ -55,8 +57,7 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	}
 	defer release()
 
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
+	rows, err := s.snapshotCandidates(ctx, dataset, req.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +87,53 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	if err != nil {
 		return nil, err
 	}
+	s.snapshots.add(req.GetName(), snapshot)
 	row := zfs.Dataset{Name: snapshot, Type: zfs.Snapshot, Referenced: source.Referenced, Creation: created}
 	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
+}
+
+// snapshotCandidates lists what CreateSnapshot decides on: the source
+// volume, its snapshots, and the snapshots of the volume snapshotIndex says
+// holds the name; or, before the index has had a full listing, everything
+// under the parents (which then fills the index). An index entry that the
+// listing does not confirm is dropped.
+func (s *Server) snapshotCandidates(ctx context.Context, dataset, name string) ([]zfs.Dataset, error) {
+	types := []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}
+	taken, ready := s.snapshots.lookup(name)
+	if !ready {
+		listedFrom := time.Now()
+		rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2, Types: types,
+			UserProps: s.props.All(), SkipMissing: true})
+		if err == nil {
+			s.snapshots.refresh(s.snapshotNames(rows), listedFrom)
+		}
+		return rows, err
+	}
+	roots := []string{dataset}
+	if holder, _, _ := strings.Cut(taken, "@"); taken != "" && holder != dataset {
+		roots = append(roots, holder)
+	}
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: roots, Depth: 1, Types: types, UserProps: s.props.All(), SkipMissing: true})
+	if err != nil {
+		return nil, err
+	}
+	if taken != "" && !slices.ContainsFunc(rows, func(row zfs.Dataset) bool {
+		return row.Name == taken && s.isSnapshot(row) && row.User[s.props.SnapshotName] == name
+	}) {
+		s.snapshots.forget(name, taken)
+	}
+	return rows, nil
+}
+
+// snapshotNames maps the CSI name of each CSI snapshot among rows to it.
+func (s *Server) snapshotNames(rows []zfs.Dataset) map[string]string {
+	names := map[string]string{}
+	for _, row := range rows {
+		if s.isSnapshot(row) {
+			names[row.User[s.props.SnapshotName]] = row.Name
+		}
+	}
+	return names
 }
 
 // DeleteSnapshot implements csi.ControllerServer. A snapshot with clones is

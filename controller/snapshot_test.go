@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 func TestSnapshots(t *testing.T) {
@@ -40,6 +43,42 @@ func TestSnapshots(t *testing.T) {
 			t.Errorf("got %s then %s", snapshot.GetSnapshotId(), again.GetSnapshotId())
 		}
 		_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: second.GetVolumeId()})
+		if code(err) != codes.AlreadyExists {
+			t.Errorf("got %v, want AlreadyExists", err)
+		}
+	})
+	t.Run("a name taken on another volume is found after a reaper pass, and a name whose snapshot went is free again", func(t *testing.T) {
+		h := newHarness(t)
+		first := h.create(createRequest("a", 1<<30, mountCapability("")))
+		second := h.create(createRequest("b", 1<<30, mountCapability("")))
+		taken := h.snapshot("s", first.GetVolumeId())
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: second.GetVolumeId()})
+		if code(err) != codes.AlreadyExists {
+			t.Errorf("got %v, want AlreadyExists", err)
+		}
+		// Gone behind the service's back: the index's entry is stale.
+		_, snapshotName, _ := strings.Cut(taken.GetSnapshotId(), ":")
+		if err := h.fake.Destroy(context.Background(), snapshotName, zfs.DestroyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		again := h.snapshot("s", second.GetVolumeId())
+		if !strings.HasPrefix(again.GetSnapshotId(), second.GetVolumeId()+"@") {
+			t.Errorf("got %s, want a snapshot of %s", again.GetSnapshotId(), second.GetVolumeId())
+		}
+	})
+	t.Run("a name taken before the service started is found before the first reaper pass", func(t *testing.T) {
+		h := newHarness(t)
+		first := h.create(createRequest("a", 1<<30, mountCapability("")))
+		second := h.create(createRequest("b", 1<<30, mountCapability("")))
+		h.snapshot("s", first.GetVolumeId())
+		restarted, err := New(h.server.cfg, h.fake, h.server.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = restarted.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: second.GetVolumeId()})
 		if code(err) != codes.AlreadyExists {
 			t.Errorf("got %v, want AlreadyExists", err)
 		}

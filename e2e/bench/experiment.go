@@ -143,7 +143,9 @@ func (b *bench) experiment(ctx context.Context) error {
 					name("snap-bare", i)+"@snap")
 			}},
 		{"zfs program: check + destroy vs zfs destroy",
-			func(i int) func() (time.Duration, error) { return program(deleteScript, name("delete-program", i), prefix) },
+			func(i int) func() (time.Duration, error) {
+				return program(deleteScript, name("delete-program", i), prefix)
+			},
 			func(i int) []string { return []string{"destroy", name("delete-bare", i)} }},
 	}
 	for _, it := range items {
