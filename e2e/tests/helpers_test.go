@@ -260,4 +260,3 @@ func eventually(t *testing.T, within time.Duration, check func() string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
-
