@@ -33,6 +33,9 @@ type Server struct {
 	changes   atomic.Uint64 // volume changes made, for volumePages
 	pages     volumePages
 	snapshots snapshotIndex
+	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
+	// snapshot (before 2.2): CreateSnapshot lists and snapshots from then on.
+	noGuardedSnapshots atomic.Bool
 }
 
 // New builds the service; cfg must be valid (driver.Config.Validate).

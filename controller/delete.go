@@ -17,7 +17,8 @@ import (
 // nothing depends on is destroyed with its leftover snapshots. A volume with
 // CSI snapshots, or with snapshots that have clones, is marked deleted and
 // read-only instead: hidden from listings, destroyed by the reaper once its
-// last dependent is gone. Two zfs commands either way.
+// last dependent is gone. The ownership check and the destroy are one zfs
+// command (zfs.Guarded); marking is a second.
 func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	defer s.volumesChanged()
 	if req.GetVolumeId() == "" {
@@ -39,32 +40,22 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	}
 	defer release()
 
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{dataset}, Depth: 1,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All()})
-	if errors.Is(err, zfs.ErrNotFound) {
+	result, err := s.destroyVolume(ctx, dataset)
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
 		return &csi.DeleteVolumeResponse{}, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
-	}
-	if !s.isVolume(rows[0]) {
+	case result.Outcome == zfs.NotOwned:
 		// Already marked deleted, or not ours: either way nothing to do here.
 		return &csi.DeleteVolumeResponse{}, nil
-	}
-	if !s.held(rows[1:]) {
-		err = s.destroyVolume(ctx, rows[0])
-		if err == nil || errors.Is(err, zfs.ErrNotFound) {
-			if rows[0].Origin != "" {
-				// Only a clone's going can free what the reaper waits
-				// for (its origin's volume); a pass lists every volume.
-				s.kickReaper()
-			}
-			return &csi.DeleteVolumeResponse{}, nil
+	case result.Outcome == zfs.Done:
+		if result.Origin != "" {
+			// Only a clone's going can free what the reaper waits for (its
+			// origin's volume); a pass lists every volume.
+			s.kickReaper()
 		}
-		if !errors.Is(err, zfs.ErrHasDependents) {
-			return nil, err
-		}
-		// A clone appeared since the listing: fall back to marking.
+		return &csi.DeleteVolumeResponse{}, nil
 	}
 	if err := s.zfs.Set(ctx, dataset, map[string]string{s.props.Deleted: "true", "readonly": "on"}); err != nil {
 		return nil, err
@@ -80,17 +71,21 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 // that is busy is mounted and in use: that is not retried.
 const zvolBusyRetries = 5
 
-// destroyVolume destroys a volume with its leftover snapshots.
-func (s *Server) destroyVolume(ctx context.Context, row zfs.Dataset) error {
+// destroyVolume destroys a volume of the driver's with its leftover
+// snapshots, unless something must outlive it (outcome Held) or it is not a
+// live volume of the driver's (NotOwned): one guarded zfs command, retried
+// while a zvol is busy.
+func (s *Server) destroyVolume(ctx context.Context, dataset string) (zfs.DestroyResult, error) {
+	guard := zfs.Guard{Owned: s.props.Managed, Excluded: s.props.Deleted}
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := s.zfs.Destroy(ctx, row.Name, zfs.DestroyOptions{Recursive: true})
-		if !errors.Is(err, zfs.ErrBusy) || row.Type != zfs.Volume || attempt == zvolBusyRetries {
-			return err
+		result, err := s.zfs.DestroyGuarded(ctx, dataset, guard, []string{s.props.SnapshotName})
+		if !errors.Is(err, zfs.ErrBusy) || result.Type != zfs.Volume || attempt == zvolBusyRetries {
+			return result, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return result, err
 		case <-time.After(delay):
 		}
 		delay *= 2

@@ -125,7 +125,7 @@ func TestVolumesFromContentSources(t *testing.T) {
 }
 
 func TestDeleteVolume(t *testing.T) {
-	t.Run("a volume nothing depends on is destroyed in two commands", func(t *testing.T) {
+	t.Run("a volume nothing depends on is destroyed in one command", func(t *testing.T) {
 		h := newHarness(t)
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
 		h.fake.ResetCalls()
@@ -133,8 +133,8 @@ func TestDeleteVolume(t *testing.T) {
 		if h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
 			t.Error("still exists")
 		}
-		if calls := h.fake.TotalCalls(); calls != 2 {
-			t.Errorf("ran %d commands, want 2: %v", calls, h.fake.Calls())
+		if calls := h.fake.TotalCalls(); calls != 1 {
+			t.Errorf("ran %d commands, want 1: %v", calls, h.fake.Calls())
 		}
 		h.deleteVolume(volume.GetVolumeId()) // again: still OK
 	})
@@ -270,8 +270,8 @@ func TestDeleteVolumeWaitsOutAZvolBusyForAMoment(t *testing.T) {
 	t.Run("a zvol that udev holds open for a moment is destroyed on a later try", func(t *testing.T) {
 		h := newHarness(t)
 		volume := h.create(createRequest("v", 1<<30, blockCapability()))
-		h.fake.FailNext("Destroy", busy)
-		h.fake.FailNext("Destroy", busy)
+		h.fake.FailNext("DestroyGuarded", busy)
+		h.fake.FailNext("DestroyGuarded", busy)
 		h.deleteVolume(volume.GetVolumeId())
 		if h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
 			t.Error("still exists")
@@ -280,11 +280,11 @@ func TestDeleteVolumeWaitsOutAZvolBusyForAMoment(t *testing.T) {
 	t.Run("a dataset that is busy is mounted and in use: no retry, FAILED_PRECONDITION", func(t *testing.T) {
 		h := newHarness(t)
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		h.fake.FailNext("Destroy", busy)
+		h.fake.FailNext("DestroyGuarded", busy)
 		h.fake.ResetCalls()
 		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
-		if code(err) != codes.FailedPrecondition || h.fake.Calls()["Destroy"] != 1 {
-			t.Errorf("got %v after %d destroys", err, h.fake.Calls()["Destroy"])
+		if code(err) != codes.FailedPrecondition || h.fake.Calls()["DestroyGuarded"] != 1 {
+			t.Errorf("got %v after %d destroys", err, h.fake.Calls()["DestroyGuarded"])
 		}
 	})
 	t.Run("a zvol busy for good gives up with FAILED_PRECONDITION", func(t *testing.T) {

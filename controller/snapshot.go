@@ -31,10 +31,12 @@ func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err 
 	return snapshot, dataset, nil
 }
 
-// CreateSnapshot implements csi.ControllerServer: one zfs list (the source's
-// ownership, and CSI snapshot names being unique across volumes) and one zfs
-// snapshot. The list is of the source volume and its snapshots (and of the
-// volume snapshotIndex says holds the name, if another), not of everything.
+// CreateSnapshot implements csi.ControllerServer in one zfs command: a
+// guarded snapshot (zfs.Guarded) that checks the source's ownership and that
+// the CSI name is free on it, and on the snapshot snapshotIndex says holds the
+// name, in the transaction that makes it. Before the index has had its first
+// full listing, and on ZFS before 2.2 (no zfs.sync.set_prop), it is a zfs
+// list and a zfs snapshot instead.
 func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	switch {
 	case req.GetName() == "":
@@ -57,6 +59,54 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	}
 	defer release()
 
+	snapshot := dataset + "@" + s.namer.SnapshotComponent(req.GetName())
+	if taken, ready := s.snapshots.lookup(req.GetName()); ready && !s.noGuardedSnapshots.Load() {
+		response, err := s.snapshotGuarded(ctx, req, snapshot, taken)
+		if !errors.Is(err, zfs.ErrUnsupported) {
+			return response, err
+		}
+		s.noGuardedSnapshots.Store(true)
+		s.log.Info().Msg("this ZFS has no zfs.sync.set_prop (OpenZFS < 2.2): CreateSnapshot lists, then snapshots")
+	}
+	return s.snapshotListed(ctx, req, dataset, snapshot)
+}
+
+// snapshotGuarded is CreateSnapshot as one guarded zfs command. taken is the
+// snapshot the index says carries the name, if any.
+func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotRequest, snapshot, taken string) (*csi.CreateSnapshotResponse, error) {
+	dataset, _, _ := strings.Cut(snapshot, "@")
+	var others []string
+	if holder, _, _ := strings.Cut(taken, "@"); taken != "" && holder != dataset {
+		others = []string{taken}
+	}
+	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
+		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
+		Guard:      zfs.Guard{Owned: s.props.Managed, Excluded: s.props.Deleted},
+		Unique:     s.props.SnapshotName, Others: others})
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
+		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
+	case errors.Is(err, zfs.ErrExists):
+		return nil, status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, req.GetName())
+	case err != nil:
+		return nil, err
+	}
+	if taken != "" && result.Outcome != zfs.Taken {
+		s.snapshots.forget(req.GetName(), taken) // gone, or renamed by hand
+	}
+	switch result.Outcome {
+	case zfs.NotOwned:
+		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
+	case zfs.Taken:
+		return nil, status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", req.GetName(), result.Snapshot.Name)
+	}
+	s.snapshots.add(req.GetName(), result.Snapshot.Name)
+	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(result.Snapshot)}, nil
+}
+
+// snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates) and a
+// zfs snapshot.
+func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequest, dataset, snapshot string) (*csi.CreateSnapshotResponse, error) {
 	rows, err := s.snapshotCandidates(ctx, dataset, req.GetName())
 	if err != nil {
 		return nil, err
@@ -76,7 +126,6 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	if source == nil {
 		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
 	}
-	snapshot := dataset + "@" + s.namer.SnapshotComponent(req.GetName())
 	// ZFS stamps creation in whole seconds when the snapshot's transaction
 	// group syncs, which is after this instant.
 	created := time.Now().Truncate(time.Second)

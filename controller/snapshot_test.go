@@ -69,6 +69,44 @@ func TestSnapshots(t *testing.T) {
 			t.Errorf("got %s, want a snapshot of %s", again.GetSnapshotId(), second.GetVolumeId())
 		}
 	})
+	t.Run("on a ZFS without guarded snapshots it lists and snapshots, and stops trying the guarded way", func(t *testing.T) {
+		h := newHarness(t)
+		first := h.create(createRequest("a", 1<<30, mountCapability("")))
+		second := h.create(createRequest("b", 1<<30, mountCapability("")))
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.fake.FailNext("SnapshotGuarded", fmt.Errorf("zfs program: %w", zfs.ErrUnsupported))
+		h.fake.ResetCalls()
+		made := h.snapshot("s", first.GetVolumeId())
+		if !h.fake.Exists(strings.SplitN(made.GetSnapshotId(), ":", 2)[1]) {
+			t.Fatalf("%s was not made", made.GetSnapshotId())
+		}
+		if calls := h.fake.Calls(); calls["SnapshotGuarded"] != 1 || calls["Snapshot"] != 1 {
+			t.Errorf("calls %v, want one refused guarded snapshot, then a snapshot", calls)
+		}
+		_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: second.GetVolumeId()})
+		if code(err) != codes.AlreadyExists {
+			t.Errorf("the same name on another volume: got %v, want AlreadyExists", err)
+		}
+		if calls := h.fake.Calls(); calls["SnapshotGuarded"] != 1 {
+			t.Errorf("tried the guarded way again: %v", calls)
+		}
+	})
+	t.Run("a snapshot of a volume marked deleted is refused and nothing is made", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("a", 1<<30, mountCapability("")))
+		h.snapshot("keep", volume.GetVolumeId()) // holds the volume: delete marks it
+		h.deleteVolume(volume.GetVolumeId())
+		before := h.fake.Names()
+		_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "late", SourceVolumeId: volume.GetVolumeId()})
+		if code(err) != codes.NotFound {
+			t.Errorf("got %v, want NotFound", err)
+		}
+		if after := h.fake.Names(); !slices.Equal(before, after) {
+			t.Errorf("datasets changed: %v → %v", before, after)
+		}
+	})
 	t.Run("a name taken before the service started is found before the first reaper pass", func(t *testing.T) {
 		h := newHarness(t)
 		first := h.create(createRequest("a", 1<<30, mountCapability("")))

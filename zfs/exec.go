@@ -214,6 +214,7 @@ func classified(err error) bool {
 // process is one started (or about to be started) zfs or zpool command.
 type process struct {
 	argv    []string
+	label   string // what OnCommand calls it, when argv[1] does not say enough
 	cmd     *exec.Cmd
 	stderr  bytes.Buffer
 	started time.Time
@@ -292,6 +293,9 @@ func (e *Exec) report(p *process, err error) {
 		}
 		if p.argv[0] == e.cfg.ZpoolPath {
 			subcommand = "zpool " + subcommand
+		}
+		if p.label != "" {
+			subcommand = p.label
 		}
 		e.cfg.OnCommand(subcommand, took, err)
 	}

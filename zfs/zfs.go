@@ -132,6 +132,8 @@ type Interface interface {
 	List(ctx context.Context, opts ListOptions) ([]Dataset, error)
 	// Pool reports one pool.
 	Pool(ctx context.Context, name string) (Pool, error)
+	// Guarded changes check ownership and make the change in one command.
+	Guarded
 }
 
 // Errors classified from zfs stderr. Match with errors.Is; the concrete error

@@ -22,9 +22,8 @@ const deleteProgram = `
 local args = ...
 local dataset, prefix = args["argv"][1], args["argv"][2]
 local function prop(name, property)
-	local ok, value = pcall(zfs.get_prop, name, property)
-	if ok then return value end
-	return nil
+	if not zfs.exists(name) then return nil end
+	return zfs.get_prop(name, property)
 end
 if prop(dataset, prefix .. "managed") ~= "true" then error("not a volume of the driver") end
 if prop(dataset, prefix .. "deleted") == "true" then error("marked deleted") end
@@ -50,9 +49,8 @@ const snapshotProgram = `
 local args = ...
 local parent, dataset, snapshot, name, prefix = args["argv"][1], args["argv"][2], args["argv"][3], args["argv"][4], args["argv"][5]
 local function prop(name, property)
-	local ok, value = pcall(zfs.get_prop, name, property)
-	if ok then return value end
-	return nil
+	if not zfs.exists(name) then return nil end
+	return zfs.get_prop(name, property)
 end
 if prop(dataset, prefix .. "managed") ~= "true" then error("not a volume of the driver") end
 for child in zfs.list.children(parent) do
@@ -75,8 +73,7 @@ local args = ...
 local parent, name, prefix = args["argv"][1], args["argv"][2], args["argv"][3]
 for child in zfs.list.children(parent) do
 	for snapshot in zfs.list.snapshots(child) do
-		local ok, value = pcall(zfs.get_prop, snapshot, prefix .. "snapshot-name")
-		if ok and value == name then return snapshot end
+		if zfs.get_prop(snapshot, prefix .. "snapshot-name") == name then return snapshot end
 	end
 end
 return ""

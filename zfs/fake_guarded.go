@@ -1,0 +1,113 @@
+package zfs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// DestroyGuarded implements Guarded, following the rules of Exec's channel
+// program.
+func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, keep []string) (DestroyResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.datasets[name]
+	if err := f.begin(ctx, "DestroyGuarded"); err != nil {
+		if ok { // an injected failure (such as ErrBusy) still says what it met
+			return DestroyResult{Type: d.typ}, err
+		}
+		return DestroyResult{}, err
+	}
+	if !ok || d.typ == Snapshot {
+		return DestroyResult{}, f.fail("program", name, ErrNotFound)
+	}
+	result := DestroyResult{Type: d.typ}
+	if !f.passes(d, guard) {
+		result.Outcome = NotOwned
+		return result, nil
+	}
+	var snapshots []string
+	for _, child := range f.descendants(name) {
+		if !strings.HasPrefix(child, name+"@") {
+			continue
+		}
+		snapshot := f.datasets[child]
+		if len(snapshot.clones) > 0 {
+			result.Outcome = Held
+			return result, nil
+		}
+		for _, key := range keep {
+			if f.inherited(snapshot, key) != "" {
+				result.Outcome = Held
+				return result, nil
+			}
+		}
+		snapshots = append(snapshots, child)
+	}
+	if f.busy[name] {
+		return result, f.fail("program", name, ErrBusy)
+	}
+	if len(f.descendants(name)) > len(snapshots) {
+		return result, f.fail("program", name, ErrHasDependents) // children: not a volume's shape
+	}
+	for _, snapshot := range snapshots {
+		f.remove(snapshot)
+	}
+	result.Outcome, result.Origin = Done, d.origin
+	f.remove(name)
+	return result, nil
+}
+
+// SnapshotGuarded implements Guarded, following the rules of Exec's channel
+// program (on a ZFS that has zfs.sync.set_prop; FailNext("SnapshotGuarded",
+// ErrUnsupported) plays an older one).
+func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "SnapshotGuarded"); err != nil {
+		return SnapshotResult{}, err
+	}
+	dataset, _, found := strings.Cut(req.Name, "@")
+	value, unique := req.Properties[req.Unique]
+	if !found || !unique {
+		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w", req.Name, ErrInvalid)
+	}
+	d, ok := f.datasets[dataset]
+	if !ok || d.typ == Snapshot {
+		return SnapshotResult{}, f.fail("program", dataset, ErrNotFound)
+	}
+	if !f.passes(d, req.Guard) {
+		return SnapshotResult{Outcome: NotOwned}, nil
+	}
+	carries := func(name string) bool {
+		snapshot, ok := f.datasets[name]
+		return ok && snapshot.typ == Snapshot && !snapshot.deferDestroy && f.inherited(snapshot, req.Unique) == value
+	}
+	for _, other := range req.Others {
+		if carries(other) {
+			return SnapshotResult{Outcome: Taken, Snapshot: f.row(f.datasets[other], nil)}, nil
+		}
+	}
+	for _, child := range f.descendants(dataset) {
+		if strings.HasPrefix(child, dataset+"@") && carries(child) {
+			return SnapshotResult{Outcome: Present, Snapshot: f.row(f.datasets[child], nil)}, nil
+		}
+	}
+	if _, exists := f.datasets[req.Name]; exists {
+		return SnapshotResult{}, f.fail("program", req.Name, ErrExists)
+	}
+	if err := checkName(req.Name); err != nil {
+		return SnapshotResult{}, f.fail("program", req.Name, ErrInvalid)
+	}
+	snapshot := &fakeDataset{name: req.Name, typ: Snapshot, referenced: d.referenced, volSize: d.volSize,
+		props: copyProps(req.Properties), clones: map[string]bool{}}
+	if err := f.add(snapshot); err != nil {
+		return SnapshotResult{}, err
+	}
+	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, nil)}, nil
+}
+
+// passes reports whether a dataset passes a Guard.
+func (f *Fake) passes(d *fakeDataset, guard Guard) bool {
+	return f.inherited(d, guard.Owned) == "true" && (guard.Excluded == "" || f.inherited(d, guard.Excluded) == "")
+}

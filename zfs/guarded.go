@@ -1,0 +1,97 @@
+package zfs
+
+import (
+	"context"
+	"errors"
+)
+
+// Guarded changes check and change in one command and one transaction
+// group: nothing can slip between the check and the change, and the caller
+// pays one zfs command instead of a zfs list and a change. Exec runs them as
+// ZFS channel programs (`zfs program`, program.go); Fake follows the same
+// rules in memory.
+
+// Guard is the ownership a guarded change checks on the dataset it changes.
+type Guard struct {
+	// Owned is a user property the dataset must carry with the value "true".
+	Owned string
+	// Excluded is a user property the dataset must not carry (a mark such as
+	// "deleted"); empty for none.
+	Excluded string
+}
+
+// Outcome is what a guarded change did.
+type Outcome string
+
+// The outcomes of guarded changes. A missing dataset is ErrNotFound, not an
+// outcome.
+const (
+	// Done: the change was made.
+	Done Outcome = "done"
+	// NotOwned: the dataset does not pass the Guard; nothing changed.
+	NotOwned Outcome = "not-owned"
+	// Held: DestroyGuarded found a snapshot that must outlive the dataset;
+	// nothing changed.
+	Held Outcome = "held"
+	// Present: SnapshotGuarded found a snapshot of the dataset already
+	// carrying the unique value; nothing changed, Snapshot describes it.
+	Present Outcome = "present"
+	// Taken: SnapshotGuarded found one of the other snapshots carrying the
+	// unique value; nothing changed, Snapshot names it.
+	Taken Outcome = "taken"
+)
+
+// ErrUnsupported is returned by guarded changes this ZFS cannot make in one
+// transaction (SnapshotGuarded needs zfs.sync.set_prop, OpenZFS 2.2 and
+// later). Nothing changed; the caller falls back to separate commands.
+var ErrUnsupported = errors.New("not supported by this ZFS version")
+
+// DestroyResult describes a DestroyGuarded call.
+type DestroyResult struct {
+	Outcome Outcome
+	// Type is the dataset's type (also when the outcome is not Done, and
+	// alongside ErrBusy).
+	Type Type
+	// Origin is the destroyed dataset's origin snapshot, for a clone.
+	Origin string
+}
+
+// SnapshotRequest describes a SnapshotGuarded call.
+type SnapshotRequest struct {
+	// Name is the new snapshot, "dataset@snap".
+	Name string
+	// Properties are user properties the snapshot gets.
+	Properties map[string]string
+	// Guard is checked on the dataset.
+	Guard Guard
+	// Unique is a key of Properties whose value no live snapshot (one not
+	// marked by `zfs destroy -d`) of the dataset, nor any of Others, may
+	// already carry.
+	Unique string
+	// Others are snapshots of other datasets that may carry the unique
+	// value; ones that do not exist are ignored.
+	Others []string
+}
+
+// SnapshotResult describes a SnapshotGuarded call.
+type SnapshotResult struct {
+	Outcome Outcome
+	// Snapshot is the new snapshot (Done), the dataset's snapshot already
+	// carrying the value (Present) or the other one (Taken), with its name,
+	// Referenced and Creation.
+	Snapshot Dataset
+}
+
+// Guarded is implemented by Exec and Fake. Each call is one zfs command.
+type Guarded interface {
+	// DestroyGuarded destroys a filesystem or volume and its snapshots when
+	// it passes guard and none of its snapshots has clones or carries any of
+	// the keep user properties. ErrNotFound when it does not exist; ErrBusy
+	// when it is in use (mounted, or a zvol held open).
+	DestroyGuarded(ctx context.Context, name string, guard Guard, keep []string) (DestroyResult, error)
+	// SnapshotGuarded makes a snapshot with its properties when the dataset
+	// passes the guard and the unique value is free. ErrNotFound when the
+	// dataset does not exist, ErrExists when a snapshot of that name exists
+	// without the value, ErrUnsupported (nothing changed) on ZFS before 2.2.
+	SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error)
+}

@@ -1,0 +1,207 @@
+package zfs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exec's guarded changes are ZFS channel programs: Lua run by the kernel in
+// one transaction group (zfs-program(8)), passed on stdin (`zfs program -j
+// <pool> -`), with names and properties as arguments, never spliced into the
+// script. Each returns a table whose "outcome" the Go side reads from the
+// JSON zfs prints; an errno from a sync function comes back as "failed".
+//
+// In the e2e guest a channel program that checks and destroys a volume took
+// 269 ms at p50 where the bare `zfs destroy` took 394 ms (make bench,
+// section 7): the program is no slower than the command it replaces, and the
+// zfs list before it goes.
+
+// destroyProgram: argv = name, owned, excluded, keep properties….
+const destroyProgram = `
+local argv = (...)["argv"]
+local name, owned, excluded = argv[1], argv[2], argv[3]
+if not zfs.exists(name) then return {outcome = "absent"} end
+local kind = zfs.get_prop(name, "type")
+if zfs.get_prop(name, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil) then
+	return {outcome = "not-owned", type = kind}
+end
+local snapshots = {}
+for snapshot in zfs.list.snapshots(name) do
+	for clone in zfs.list.clones(snapshot) do return {outcome = "held", type = kind} end
+	for i = 4, #argv do
+		if zfs.get_prop(snapshot, argv[i]) ~= nil then return {outcome = "held", type = kind} end
+	end
+	snapshots[#snapshots + 1] = snapshot
+end
+local origin = zfs.get_prop(name, "origin") or ""
+for _, snapshot in ipairs(snapshots) do
+	local err = zfs.sync.destroy(snapshot)
+	if err ~= 0 then return {outcome = "failed", type = kind, errno = err, at = snapshot} end
+end
+local err = zfs.sync.destroy(name)
+if err ~= 0 then return {outcome = "failed", type = kind, errno = err, at = name} end
+return {outcome = "done", type = kind, origin = origin}
+`
+
+// snapshotProgram: argv = snapshot, dataset, owned, excluded, unique
+// property, others…, "--", then property, value pairs.
+const snapshotProgram = `
+local argv = (...)["argv"]
+if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
+local snapshot, dataset, owned, excluded, unique = argv[1], argv[2], argv[3], argv[4], argv[5]
+local others, i = {}, 6
+while argv[i] ~= "--" do others[#others + 1] = argv[i]; i = i + 1 end
+local keys, values = {}, {}
+for k = i + 1, #argv, 2 do keys[#keys + 1] = argv[k]; values[#values + 1] = argv[k + 1] end
+local value
+for k = 1, #keys do if keys[k] == unique then value = values[k] end end
+local function describe(outcome, name)
+	return {outcome = outcome, name = name, referenced = zfs.get_prop(name, "referenced"),
+		creation = zfs.get_prop(name, "creation")}
+end
+local function carries(name)
+	if zfs.get_prop(name, unique) ~= value then return false end
+	local deferred = zfs.get_prop(name, "defer_destroy")
+	return not (deferred == "on" or deferred == 1 or deferred == true)
+end
+if not zfs.exists(dataset) then return {outcome = "absent"} end
+if zfs.get_prop(dataset, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(dataset, excluded) ~= nil) then
+	return {outcome = "not-owned"}
+end
+for _, other in ipairs(others) do
+	if zfs.exists(other) and carries(other) then return describe("taken", other) end
+end
+for existing in zfs.list.snapshots(dataset) do
+	if carries(existing) then return describe("present", existing) end
+end
+local err = zfs.sync.snapshot(snapshot)
+if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
+for k = 1, #keys do
+	err = zfs.sync.set_prop(snapshot, keys[k], values[k])
+	if err ~= 0 then
+		zfs.sync.destroy(snapshot)
+		return {outcome = "failed", errno = err, at = snapshot .. " " .. keys[k]}
+	end
+end
+return describe("done", snapshot)
+`
+
+// programResult is what the programs above return, as `zfs program -j`
+// prints it: {"return": {...}}.
+type programResult struct {
+	Outcome    string `json:"outcome"`
+	Type       string `json:"type"`
+	Origin     string `json:"origin"`
+	Name       string `json:"name"`
+	Referenced int64  `json:"referenced"`
+	Creation   int64  `json:"creation"`
+	Errno      int    `json:"errno"`
+	At         string `json:"at"`
+}
+
+// program runs a channel program on the pool of target and decodes what it
+// returned. A "failed" outcome becomes an error classified by its errno.
+// label names it for OnCommand ("program destroy").
+func (e *Exec) program(ctx context.Context, label, script, target string, args ...string) (programResult, error) {
+	if err := checkNames(target); err != nil {
+		return programResult{}, err
+	}
+	argv := append([]string{e.cfg.ZFSPath, "program", "-j", PoolOf(target), "-"}, args...)
+	p := e.command(ctx, argv)
+	p.label = "program " + label
+	var stdout bytes.Buffer
+	p.cmd.Stdin, p.cmd.Stdout = strings.NewReader(script), &stdout
+	if err := e.start(p); err != nil {
+		return programResult{}, err
+	}
+	if err := e.wait(ctx, p); err != nil {
+		return programResult{}, err
+	}
+	var out struct {
+		Return programResult `json:"return"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		return programResult{}, fmt.Errorf("zfs program: reading its output %q: %w", firstLine(stdout.String()), err)
+	}
+	result := out.Return
+	switch result.Outcome {
+	case "":
+		return result, fmt.Errorf("zfs program: no outcome in %q", firstLine(stdout.String()))
+	case "absent":
+		result.Outcome = ""
+		return result, &CommandError{Argv: argv, ExitCode: 0, Stderr: target + ": dataset does not exist", Kind: ErrNotFound}
+	case "failed":
+		result.Outcome = ""
+		return result, &CommandError{Argv: argv, ExitCode: 0, Stderr: fmt.Sprintf("%s: %v", result.At, syscall.Errno(result.Errno)),
+			Kind: errnoKind(syscall.Errno(result.Errno))}
+	}
+	return result, nil
+}
+
+// errnoKind is the sentinel for an errno a sync function returned.
+func errnoKind(errno syscall.Errno) error {
+	switch errno {
+	case syscall.ENOENT:
+		return ErrNotFound
+	case syscall.EEXIST:
+		return ErrExists
+	case syscall.EBUSY:
+		return ErrBusy
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return ErrNoSpace
+	case syscall.EINVAL:
+		return ErrInvalid
+	case syscall.EPERM, syscall.EACCES:
+		return ErrPermission
+	}
+	return nil
+}
+
+// DestroyGuarded implements Guarded with one `zfs program`.
+func (e *Exec) DestroyGuarded(ctx context.Context, name string, guard Guard, keep []string) (DestroyResult, error) {
+	if strings.Contains(name, "@") {
+		return DestroyResult{}, fmt.Errorf("DestroyGuarded %q: %w: not a filesystem or volume", name, ErrInvalid)
+	}
+	args := append([]string{name, guard.Owned, guard.Excluded}, keep...)
+	result, err := e.program(ctx, "destroy", destroyProgram, name, args...)
+	return DestroyResult{Outcome: Outcome(result.Outcome), Type: Type(result.Type), Origin: result.Origin}, err
+}
+
+// SnapshotGuarded implements Guarded with one `zfs program`.
+func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
+	dataset, _, found := strings.Cut(req.Name, "@")
+	if !found {
+		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w: not a snapshot name", req.Name, ErrInvalid)
+	}
+	if err := checkNames(req.Name); err != nil {
+		return SnapshotResult{}, err
+	}
+	if _, ok := req.Properties[req.Unique]; !ok {
+		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w: the unique property %q is not among the properties", req.Name, ErrInvalid, req.Unique)
+	}
+	args := append([]string{req.Name, dataset, req.Guard.Owned, req.Guard.Excluded, req.Unique}, req.Others...)
+	args = append(args, "--")
+	keys := make([]string, 0, len(req.Properties))
+	for key := range req.Properties {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		args = append(args, key, req.Properties[key])
+	}
+	result, err := e.program(ctx, "snapshot", snapshotProgram, dataset, args...)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	if result.Outcome == "unsupported" {
+		return SnapshotResult{}, fmt.Errorf("zfs program: zfs.sync.set_prop: %w", ErrUnsupported)
+	}
+	return SnapshotResult{Outcome: Outcome(result.Outcome), Snapshot: Dataset{Name: result.Name, Type: Snapshot,
+		Referenced: uint64(max(result.Referenced, 0)), Creation: time.Unix(result.Creation, 0)}}, nil
+}

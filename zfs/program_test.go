@@ -1,0 +1,114 @@
+package zfs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDestroyGuardedRunsOneChannelProgramFromStdin(t *testing.T) {
+	f := newFakeZFS(t)
+	f.set("zfs.program", "read-stdin", "")
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "type": "filesystem", "origin": "tank/csi/a@s"}}`)
+	result, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v",
+		Guard{Owned: "x:managed", Excluded: "x:deleted"}, []string{"x:snapshot-name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if result != (DestroyResult{Outcome: Done, Type: Filesystem, Origin: "tank/csi/a@s"}) {
+		t.Errorf("got %+v", result)
+	}
+	want := []string{"program", "-j", "tank", "-", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name"}
+	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
+		t.Errorf("argv %q, want %q", got, want)
+	}
+	if stdin, _ := f.recorded("zfs.program", "stdin"); stdin != destroyProgram {
+		t.Errorf("the script on stdin is not destroyProgram:\n%s", stdin)
+	}
+}
+
+func TestGuardedOutcomesAndErrnosAreTyped(t *testing.T) {
+	tests := []struct {
+		name, stdout string
+		want         Outcome
+		wantErr      error
+	}{
+		{"a missing dataset is ErrNotFound", `{"return": {"outcome": "absent"}}`, "", ErrNotFound},
+		{"EBUSY from zfs.sync.destroy is ErrBusy", `{"return": {"outcome": "failed", "type": "volume", "errno": 16, "at": "tank/csi/v"}}`, "", ErrBusy},
+		{"a volume with dependents is held", `{"return": {"outcome": "held", "type": "volume"}}`, Held, nil},
+		{"a dataset without the mark is not owned", `{"return": {"outcome": "not-owned", "type": "filesystem"}}`, NotOwned, nil},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			f := newFakeZFS(t)
+			f.set("zfs.program", "stdout", test.stdout)
+			result, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v", Guard{Owned: "x:managed"}, nil)
+			if !errors.Is(err, test.wantErr) || (test.wantErr == nil && err != nil) {
+				t.Fatalf("got %v, want %v", err, test.wantErr)
+			}
+			if result.Outcome != test.want {
+				t.Errorf("outcome %q, want %q", result.Outcome, test.want)
+			}
+			if !strings.Contains(test.stdout, `"type"`) == (result.Type != "") {
+				t.Errorf("type %q: the caller needs the type the program reported", result.Type)
+			}
+		})
+	}
+	t.Run("output that is not the JSON of a result is an error", func(t *testing.T) {
+		f := newFakeZFS(t)
+		f.set("zfs.program", "stdout", "Channel program fully executed and did not produce output.\n")
+		if _, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v", Guard{Owned: "x:managed"}, nil); err == nil {
+			t.Error("no error")
+		}
+	})
+	t.Run("a failing program is a classified CommandError", func(t *testing.T) {
+		f := newFakeZFS(t)
+		f.fail("zfs.program", "cannot open pool 'tank'\n")
+		_, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v", Guard{Owned: "x:managed"}, nil)
+		var commandErr *CommandError
+		if !errors.As(err, &commandErr) {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
+	f := newFakeZFS(t)
+	f.set("zfs.program", "read-stdin", "")
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "name": "tank/csi/v@s", "referenced": 4096, "creation": 1700000000}}`)
+	var labels []string
+	exec := NewExec(ExecConfig{OnCommand: func(subcommand string, _ time.Duration, _ error) { labels = append(labels, subcommand) }})
+	result, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s",
+		Properties: map[string]string{"x:snapshot-name": "my snap", "x:b": "2"}, Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"},
+		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Dataset{Name: "tank/csi/v@s", Type: Snapshot, Referenced: 4096, Creation: time.Unix(1700000000, 0)}
+	if result.Outcome != Done || !result.Snapshot.Creation.Equal(want.Creation) || result.Snapshot.Name != want.Name || result.Snapshot.Referenced != want.Referenced {
+		t.Errorf("got %+v", result)
+	}
+	wantArgv := []string{"program", "-j", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name",
+		"tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
+	if got := f.argv("zfs.program"); !slices.Equal(got, wantArgv) {
+		t.Errorf("argv %q, want %q", got, wantArgv)
+	}
+	if stdin, _ := f.recorded("zfs.program", "stdin"); stdin != snapshotProgram {
+		t.Errorf("the script on stdin is not snapshotProgram")
+	}
+	if !slices.Equal(labels, []string{"program snapshot"}) {
+		t.Errorf("OnCommand saw %q", labels)
+	}
+
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "unsupported"}}`)
+	if _, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s",
+		Properties: map[string]string{"x:n": "a"}, Unique: "x:n"}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("got %v, want ErrUnsupported", err)
+	}
+	if _, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s", Unique: "x:n"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a unique property that is not set: got %v, want ErrInvalid", err)
+	}
+}
