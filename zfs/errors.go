@@ -19,9 +19,14 @@ type CommandError struct {
 	Kind     error
 }
 
-// Error names the command and quotes the first line of its stderr.
+// Error names the command and quotes the first line of its stderr, and the
+// second when the first only introduces it ("Channel program execution
+// failed:" and the Lua error).
 func (e *CommandError) Error() string {
 	line := firstLine(e.Stderr)
+	if rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(e.Stderr), line)); strings.HasSuffix(line, ":") && rest != "" {
+		line += " " + firstLine(rest)
+	}
 	if line == "" {
 		line = fmt.Sprintf("exit status %d", e.ExitCode)
 	}

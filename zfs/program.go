@@ -56,7 +56,7 @@ local argv = (...)["argv"]
 if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
 local snapshot, dataset, owned, excluded, unique = argv[1], argv[2], argv[3], argv[4], argv[5]
 local others, i = {}, 6
-while argv[i] ~= "--" do others[#others + 1] = argv[i]; i = i + 1 end
+while argv[i] ~= nil and argv[i] ~= "--" do others[#others + 1] = argv[i]; i = i + 1 end
 local keys, values = {}, {}
 for k = i + 1, #argv, 2 do keys[#keys + 1] = argv[k]; values[#values + 1] = argv[k + 1] end
 local value
@@ -112,7 +112,9 @@ func (e *Exec) program(ctx context.Context, label, script, target string, args .
 	if err := checkNames(target); err != nil {
 		return programResult{}, err
 	}
-	argv := append([]string{e.cfg.ZFSPath, "program", "-j", PoolOf(target), "-"}, args...)
+	// "--" first: glibc's getopt would otherwise take any later argument
+	// that looks like an option ("-n", a dry run) or a "--" for itself.
+	argv := append([]string{e.cfg.ZFSPath, "program", "-j", "--", PoolOf(target), "-"}, args...)
 	p := e.command(ctx, argv)
 	p.label = "program " + label
 	var stdout bytes.Buffer

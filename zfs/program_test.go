@@ -21,7 +21,7 @@ func TestDestroyGuardedRunsOneChannelProgramFromStdin(t *testing.T) {
 	if result != (DestroyResult{Outcome: Done, Type: Filesystem, Origin: "tank/csi/a@s"}) {
 		t.Errorf("got %+v", result)
 	}
-	want := []string{"program", "-j", "tank", "-", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name"}
+	want := []string{"program", "-j", "--", "tank", "-", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
 		t.Errorf("argv %q, want %q", got, want)
 	}
@@ -91,7 +91,7 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	if result.Outcome != Done || !result.Snapshot.Creation.Equal(want.Creation) || result.Snapshot.Name != want.Name || result.Snapshot.Referenced != want.Referenced {
 		t.Errorf("got %+v", result)
 	}
-	wantArgv := []string{"program", "-j", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name",
+	wantArgv := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name",
 		"tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, wantArgv) {
 		t.Errorf("argv %q, want %q", got, wantArgv)
