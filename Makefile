@@ -26,7 +26,7 @@ demo:
 # The benchmark in the same guest: each CSI call against the bare zfs (and
 # mount) commands doing the same work, one table (e2e/bench; sections 1, 2 and 4–6
 # took 23 min under TCG, and the 1,000-volume listing comes on top of that
-# under TCG). BENCH_ARGS=-quick checks the bench itself in a few minutes.
+# ). BENCH_ARGS=-quick checks the bench itself in a few minutes.
 bench:
 	e2e/run.sh bench
 
