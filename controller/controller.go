@@ -117,6 +117,12 @@ func (s *Server) isVolume(row zfs.Dataset) bool {
 		row.User[s.props.Managed] == "true" && row.User[s.props.Deleted] == ""
 }
 
+// volumeGuard is isVolume's rule as ZFS checks it in a guarded change: the
+// managed mark, and no deleted mark.
+func (s *Server) volumeGuard() zfs.Guard {
+	return zfs.Guard{Owned: s.props.Managed, Excluded: s.props.Deleted}
+}
+
 // getVolume reads a live volume and its own properties, or NOT_FOUND.
 func (s *Server) getVolume(ctx context.Context, volumeID string) (zfs.Dataset, error) {
 	dataset, err := s.volumeDataset(volumeID)

@@ -76,7 +76,7 @@ const zvolBusyRetries = 5
 // live volume of the driver's (NotOwned): one guarded zfs command, retried
 // while a zvol is busy.
 func (s *Server) destroyVolume(ctx context.Context, dataset string) (zfs.DestroyResult, error) {
-	guard := zfs.Guard{Owned: s.props.Managed, Excluded: s.props.Deleted}
+	guard := s.volumeGuard()
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		result, err := s.zfs.DestroyGuarded(ctx, dataset, guard, []string{s.props.SnapshotName})

@@ -81,13 +81,13 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	}
 	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
 		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
-		Guard:      zfs.Guard{Owned: s.props.Managed, Excluded: s.props.Deleted},
+		Guard:      s.volumeGuard(),
 		Unique:     s.props.SnapshotName, Others: others})
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
 	case errors.Is(err, zfs.ErrExists):
-		return nil, status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, req.GetName())
+		return nil, notThisSnapshot(snapshot, req.GetName())
 	case err != nil:
 		return nil, err
 	}
@@ -98,10 +98,22 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	case zfs.NotOwned:
 		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
 	case zfs.Taken:
-		return nil, status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", req.GetName(), result.Snapshot.Name)
+		return nil, takenElsewhere(req.GetName(), result.Snapshot.Name)
 	}
 	s.snapshots.add(req.GetName(), result.Snapshot.Name)
 	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(result.Snapshot)}, nil
+}
+
+// takenElsewhere is CreateSnapshot's answer when another volume's snapshot
+// carries the CSI name.
+func takenElsewhere(name, other string) error {
+	return status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", name, other)
+}
+
+// notThisSnapshot is CreateSnapshot's answer when the ZFS snapshot the name
+// maps to exists without carrying the name.
+func notThisSnapshot(snapshot, name string) error {
+	return status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, name)
 }
 
 // snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates) and a
@@ -118,7 +130,7 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 		}
 		if s.isSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
 			if !strings.HasPrefix(row.Name, dataset+"@") {
-				return nil, status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", req.GetName(), row.Name)
+				return nil, takenElsewhere(req.GetName(), row.Name)
 			}
 			return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
 		}
@@ -131,7 +143,7 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	created := time.Now().Truncate(time.Second)
 	err = s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.SnapshotName: req.GetName()})
 	if errors.Is(err, zfs.ErrExists) {
-		return nil, status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, req.GetName())
+		return nil, notThisSnapshot(snapshot, req.GetName())
 	}
 	if err != nil {
 		return nil, err

@@ -58,7 +58,7 @@ func (x *snapshotIndex) add(name, snapshot string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.byName == nil {
-		x.byName, x.added = map[string]string{}, map[string]addedEntry{}
+		x.byName = map[string]string{}
 	}
 	if x.added == nil {
 		x.added = map[string]addedEntry{}

@@ -27,7 +27,8 @@ func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, kee
 		return result, nil
 	}
 	var snapshots []string
-	for _, child := range f.descendants(name) {
+	descendants := f.descendants(name)
+	for _, child := range descendants {
 		if !strings.HasPrefix(child, name+"@") {
 			continue
 		}
@@ -47,7 +48,7 @@ func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, kee
 	if f.busy[name] {
 		return result, f.fail("program", name, ErrBusy)
 	}
-	if len(f.descendants(name)) > len(snapshots) {
+	if len(descendants) > len(snapshots) {
 		return result, f.fail("program", name, ErrHasDependents) // children: not a volume's shape
 	}
 	for _, snapshot := range snapshots {
