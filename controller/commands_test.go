@@ -58,7 +58,7 @@ func TestCommandsPerRPC(t *testing.T) {
 			_, err := h.server.GetSnapshot(ctx, &csi.GetSnapshotRequest{SnapshotId: snapshot.GetSnapshotId()})
 			return err
 		}},
-		{"DeleteSnapshot", 2, func() error {
+		{"DeleteSnapshot", 1, func() error {
 			_, err := h.server.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: testNode + ":" + datasetOf(t, volume.GetVolumeId()) + "@snap"})
 			return err
 		}},

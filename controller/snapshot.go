@@ -197,9 +197,10 @@ func (s *Server) snapshotNames(rows []zfs.Dataset) map[string]string {
 	return names
 }
 
-// DeleteSnapshot implements csi.ControllerServer. A snapshot with clones is
-// destroyed deferred (`zfs destroy -d`): hidden at once, gone with its last
-// clone. Two zfs commands.
+// DeleteSnapshot implements csi.ControllerServer in one zfs command: a
+// guarded destroy (zfs.Guarded) that checks the snapshot is a CSI snapshot of
+// the driver's and destroys it as `zfs destroy -d` does: at once, or, when it
+// has clones, hidden at once and gone with its last clone.
 func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
 	if req.GetSnapshotId() == "" {
 		return nil, invalid("snapshot_id is required")
@@ -217,18 +218,17 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequ
 		return nil, err
 	}
 	defer release()
-	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
-	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.isSnapshot(row)) {
+	result, err := s.zfs.DestroySnapshotGuarded(ctx, zfs.SnapshotDestroyRequest{Name: snapshot,
+		Named: s.props.SnapshotName, Excluded: s.props.Internal, Report: s.props.Deleted})
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
 		return &csi.DeleteSnapshotResponse{}, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	if err := s.zfs.Destroy(ctx, snapshot, zfs.DestroyOptions{Defer: true}); err != nil && !errors.Is(err, zfs.ErrNotFound) {
-		return nil, err
-	}
-	if row.User[s.props.Deleted] == "true" { // inherited: its volume waits for it
-		s.kickReaper()
+	// NotOwned: already deleted (deferred), or not a CSI snapshot: nothing to do.
+	if result.Outcome == zfs.Done && result.Reported == "true" {
+		s.kickReaper() // inherited: its volume, marked deleted, waits for it
 	}
 	return &csi.DeleteSnapshotResponse{}, nil
 }

@@ -151,6 +151,41 @@ func TestSnapshots(t *testing.T) {
 			t.Error("snapshot outlived its last clone")
 		}
 	})
+	t.Run("DeleteSnapshot is one command, touches only CSI snapshots, and wakes the reaper only for a volume marked deleted", func(t *testing.T) {
+		h := newHarness(t)
+		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+		dataset := datasetOf(t, volume.GetVolumeId())
+		internal := dataset + "@" + internalSnapshotPrefix + "x"
+		for name, props := range map[string]map[string]string{
+			dataset + "@by-hand": nil,
+			internal:             {h.props.Internal: "true", h.props.SnapshotName: "x"},
+		} {
+			if err := h.fake.Snapshot(context.Background(), name, props); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, name := range []string{dataset + "@by-hand", internal, dataset + "@missing"} {
+			h.fake.ResetCalls()
+			h.deleteSnapshot(testNode + ":" + name)
+			if calls := h.fake.TotalCalls(); calls != 1 {
+				t.Errorf("%s: %d commands, want 1: %v", name, calls, h.fake.Calls())
+			}
+		}
+		if !h.fake.Exists(dataset+"@by-hand") || !h.fake.Exists(internal) {
+			t.Errorf("destroyed a snapshot that is no CSI snapshot: %v", h.fake.Names())
+		}
+		plain := h.snapshot("plain", volume.GetVolumeId())
+		h.deleteSnapshot(plain.GetSnapshotId())
+		if h.fake.Exists(dataset+"@"+strings.SplitN(plain.GetSnapshotId(), "@", 2)[1]) || len(h.server.reap) != 0 {
+			t.Errorf("a snapshot of a live volume: still there, or the reaper woke (%d)", len(h.server.reap))
+		}
+		last := h.snapshot("last", volume.GetVolumeId())
+		h.deleteVolume(volume.GetVolumeId()) // held by its snapshot: marked deleted
+		h.deleteSnapshot(last.GetSnapshotId())
+		if len(h.server.reap) != 1 {
+			t.Error("deleting the last snapshot of a volume marked deleted did not wake the reaper")
+		}
+	})
 	t.Run("a volume cannot be made from a deleted snapshot", func(t *testing.T) {
 		h := newHarness(t)
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))

@@ -108,6 +108,36 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, nil)}, nil
 }
 
+// DestroySnapshotGuarded implements Guarded, following the rules of Exec's
+// channel program.
+func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRequest) (SnapshotDestroyResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DestroySnapshotGuarded"); err != nil {
+		return SnapshotDestroyResult{}, err
+	}
+	if !strings.Contains(req.Name, "@") || req.Named == "" {
+		return SnapshotDestroyResult{}, fmt.Errorf("DestroySnapshotGuarded %q: %w", req.Name, ErrInvalid)
+	}
+	d, ok := f.datasets[req.Name]
+	if !ok {
+		return SnapshotDestroyResult{}, f.fail("program", req.Name, ErrNotFound)
+	}
+	if f.inherited(d, req.Named) == "" || (req.Excluded != "" && f.inherited(d, req.Excluded) != "") || d.deferDestroy {
+		return SnapshotDestroyResult{Outcome: NotOwned}, nil
+	}
+	result := SnapshotDestroyResult{Outcome: Done}
+	if req.Report != "" {
+		result.Reported = f.inherited(d, req.Report)
+	}
+	if len(d.clones) > 0 {
+		d.deferDestroy = true
+	} else {
+		f.remove(req.Name)
+	}
+	return result, nil
+}
+
 // passes reports whether a dataset passes a Guard.
 func (f *Fake) passes(d *fakeDataset, guard Guard) bool {
 	return f.inherited(d, guard.Owned) == "true" && (guard.Excluded == "" || f.inherited(d, guard.Excluded) == "")

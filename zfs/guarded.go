@@ -82,6 +82,26 @@ type SnapshotResult struct {
 	Snapshot Dataset
 }
 
+// SnapshotDestroyRequest describes a DestroySnapshotGuarded call.
+type SnapshotDestroyRequest struct {
+	// Name is the snapshot, "dataset@snap".
+	Name string
+	// Named is a user property the snapshot must carry, with any value.
+	Named string
+	// Excluded is a user property it must not carry; empty for none.
+	Excluded string
+	// Report is a user property whose value, as the snapshot sees it (its
+	// own or inherited from its dataset), the result reports.
+	Report string
+}
+
+// SnapshotDestroyResult describes a DestroySnapshotGuarded call.
+type SnapshotDestroyResult struct {
+	Outcome Outcome
+	// Reported is the value of the request's Report property ("" for none).
+	Reported string
+}
+
 // Guarded is implemented by Exec and Fake. Each call is one zfs command.
 type Guarded interface {
 	// DestroyGuarded destroys a filesystem or volume and its snapshots when
@@ -94,4 +114,10 @@ type Guarded interface {
 	// dataset does not exist, ErrExists when a snapshot of that name exists
 	// without the value, ErrUnsupported (nothing changed) on ZFS before 2.2.
 	SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error)
+	// DestroySnapshotGuarded destroys a snapshot as `zfs destroy -d` does (at
+	// once, or with its last clone) when it carries req.Named, does not carry
+	// req.Excluded and is not already marked for deferred destruction
+	// (NotOwned otherwise: nothing changed). ErrNotFound when it does not
+	// exist.
+	DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRequest) (SnapshotDestroyResult, error)
 }

@@ -92,6 +92,23 @@ end
 return describe("done", snapshot)
 `
 
+// destroySnapshotProgram: argv = snapshot, named, excluded, report.
+const destroySnapshotProgram = `
+local argv = (...)["argv"]
+local name, named, excluded, report = argv[1], argv[2], argv[3], argv[4]
+if not zfs.exists(name) then return {outcome = "absent"} end
+local deferred = zfs.get_prop(name, "defer_destroy")
+if zfs.get_prop(name, named) == nil or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil)
+	or deferred == "on" or deferred == 1 or deferred == true then
+	return {outcome = "not-owned"}
+end
+local reported = ""
+if report ~= "" then reported = zfs.get_prop(name, report) or "" end
+local err = zfs.sync.destroy{name, defer = true}
+if err ~= 0 then return {outcome = "failed", errno = err, at = name} end
+return {outcome = "done", reported = reported}
+`
+
 // programResult is what the programs above return, as `zfs program -j`
 // prints it: {"return": {...}}.
 type programResult struct {
@@ -103,6 +120,7 @@ type programResult struct {
 	Creation   int64  `json:"creation"`
 	Errno      int    `json:"errno"`
 	At         string `json:"at"`
+	Reported   string `json:"reported"`
 }
 
 // program runs a channel program on the pool of target and decodes what it
@@ -206,4 +224,13 @@ func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	}
 	return SnapshotResult{Outcome: Outcome(result.Outcome), Snapshot: Dataset{Name: result.Name, Type: Snapshot,
 		Referenced: uint64(max(result.Referenced, 0)), Creation: time.Unix(result.Creation, 0)}}, nil
+}
+
+// DestroySnapshotGuarded implements Guarded with one `zfs program`.
+func (e *Exec) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRequest) (SnapshotDestroyResult, error) {
+	if !strings.Contains(req.Name, "@") || req.Named == "" {
+		return SnapshotDestroyResult{}, fmt.Errorf("DestroySnapshotGuarded %q: %w: not a snapshot name, or no property to check", req.Name, ErrInvalid)
+	}
+	result, err := e.program(ctx, "destroy-snapshot", destroySnapshotProgram, req.Name, req.Name, req.Named, req.Excluded, req.Report)
+	return SnapshotDestroyResult{Outcome: Outcome(result.Outcome), Reported: result.Reported}, err
 }

@@ -112,3 +112,38 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 		t.Errorf("a unique property that is not set: got %v, want ErrInvalid", err)
 	}
 }
+
+func TestDestroySnapshotGuardedPassesItsRequestAndReadsTheMark(t *testing.T) {
+	f := newFakeZFS(t)
+	f.set("zfs.program", "read-stdin", "")
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "reported": "true"}}`)
+	var labels []string
+	exec := NewExec(ExecConfig{OnCommand: func(subcommand string, _ time.Duration, _ error) { labels = append(labels, subcommand) }})
+	result, err := exec.DestroySnapshotGuarded(context.Background(), SnapshotDestroyRequest{Name: "tank/csi/v@s",
+		Named: "x:snapshot-name", Excluded: "x:internal", Report: "x:deleted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if result != (SnapshotDestroyResult{Outcome: Done, Reported: "true"}) {
+		t.Errorf("got %+v", result)
+	}
+	want := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "x:snapshot-name", "x:internal", "x:deleted"}
+	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
+		t.Errorf("argv %q, want %q", got, want)
+	}
+	if stdin, _ := f.recorded("zfs.program", "stdin"); stdin != destroySnapshotProgram {
+		t.Errorf("the script on stdin is not destroySnapshotProgram")
+	}
+	if !slices.Equal(labels, []string{"program destroy-snapshot"}) {
+		t.Errorf("OnCommand saw %q", labels)
+	}
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "not-owned"}}`)
+	if result, err := exec.DestroySnapshotGuarded(context.Background(), SnapshotDestroyRequest{Name: "tank/csi/v@s", Named: "x:n"}); err != nil || result.Outcome != NotOwned {
+		t.Errorf("got %+v, %v, want not-owned", result, err)
+	}
+	for _, bad := range []SnapshotDestroyRequest{{Name: "tank/csi/v", Named: "x:n"}, {Name: "tank/csi/v@s"}} {
+		if _, err := exec.DestroySnapshotGuarded(context.Background(), bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: got %v, want ErrInvalid", bad, err)
+		}
+	}
+}
