@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -11,9 +12,28 @@ import (
 // volumes: one is missing or not a filesystem, one carries the driver's
 // managed mark (its children would all inherit it, and the driver could no
 // longer tell its volumes from others), or its pool is not ONLINE or DEGRADED.
-// It costs one zfs list plus one zpool list per pool.
+// It costs one zfs list plus one zpool list per pool, run at once: the pools
+// follow from the parents' names, so nothing waits for the listing.
 func CheckParents(ctx context.Context, z zfs.Interface, cfg Config) error {
 	props := NewUserProps(cfg.DriverName)
+	var pools []string
+	for _, parent := range cfg.ParentDatasets {
+		if pool := zfs.PoolOf(parent); !slices.Contains(pools, pool) {
+			pools = append(pools, pool)
+		}
+	}
+	type poolResult struct {
+		pool zfs.Pool
+		err  error
+	}
+	results := make([]chan poolResult, len(pools))
+	for i, name := range pools {
+		results[i] = make(chan poolResult, 1)
+		go func() {
+			pool, err := z.Pool(ctx, name)
+			results[i] <- poolResult{pool, err}
+		}()
+	}
 	rows, err := z.List(ctx, zfs.ListOptions{Roots: cfg.ParentDatasets, UserProps: []string{props.Managed}, SkipMissing: true})
 	if err != nil {
 		return fmt.Errorf("listing parent datasets: %w", err)
@@ -22,7 +42,6 @@ func CheckParents(ctx context.Context, z zfs.Interface, cfg Config) error {
 	for _, row := range rows {
 		found[row.Name] = row
 	}
-	pools := map[string]bool{}
 	for _, parent := range cfg.ParentDatasets {
 		row, ok := found[parent]
 		switch {
@@ -34,14 +53,13 @@ func CheckParents(ctx context.Context, z zfs.Interface, cfg Config) error {
 			return fmt.Errorf("parent dataset %s carries %s=%s; remove it (zfs inherit %s %s)",
 				parent, props.Managed, row.User[props.Managed], props.Managed, parent)
 		}
-		pools[zfs.PoolOf(parent)] = true
 	}
-	for name := range pools {
-		pool, err := z.Pool(ctx, name)
-		if err != nil {
-			return fmt.Errorf("pool %s: %w", name, err)
+	for i, name := range pools {
+		result := <-results[i]
+		if result.err != nil {
+			return fmt.Errorf("pool %s: %w", name, result.err)
 		}
-		if pool.Health != "ONLINE" && pool.Health != "DEGRADED" {
+		if pool := result.pool; pool.Health != "ONLINE" && pool.Health != "DEGRADED" {
 			return fmt.Errorf("pool %s is %s", name, pool.Health)
 		}
 	}
