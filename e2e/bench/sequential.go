@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -87,8 +88,10 @@ func (b *bench) sequential(ctx context.Context) error {
 		{"DeleteVolume dataset vs zfs destroy", "DeleteVolume dataset",
 			deleteVolume(datasets), bareDestroy(func(i int) string { return bareDataset("fs", i) })},
 	}
+	var walls []string
 	for _, it := range items {
 		var drv, bare samples
+		itemStart := time.Now()
 		for i := range n {
 			err := interleave(i, d,
 				func() (time.Duration, error) {
@@ -107,9 +110,13 @@ func (b *bench) sequential(ctx context.Context) error {
 		r := compare("1", it.what, drv, bare, 1.10)
 		r.commands = b.counts[it.count]
 		b.rows["1"] = append(b.rows["1"], r)
+		wall := time.Since(itemStart)
+		walls = append(walls, fmt.Sprintf("%s %.0fs", it.count, wall.Seconds()))
 		b.checkpoint()
-		fmt.Printf("=== bench: %s: driver p50 %s, bare p50 %s\n", it.what, ms(drv.p50()), ms(bare.p50()))
+		fmt.Printf("=== bench: %s: driver p50 %s, bare p50 %s; %.0fs for %d rounds, of which measured %.0fs\n",
+			it.what, ms(drv.p50()), ms(bare.p50()), wall.Seconds(), n, (drv.sum() + bare.sum()).Seconds())
 	}
+	b.notes = append(b.notes, "section 1 wall time per item: "+strings.Join(walls, ", "))
 	return nil
 }
 

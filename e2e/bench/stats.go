@@ -25,6 +25,15 @@ func (s samples) percentile(q float64) time.Duration {
 func (s samples) p50() time.Duration { return s.percentile(0.50) }
 func (s samples) p95() time.Duration { return s.percentile(0.95) }
 
+// sum is the time all the samples took together.
+func (s samples) sum() time.Duration {
+	var total time.Duration
+	for _, d := range s {
+		total += d
+	}
+	return total
+}
+
 // row is one line of the table. A comparison has driver and bare samples;
 // a throughput, RSS or count row fills the text columns itself.
 type row struct {
