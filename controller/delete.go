@@ -50,9 +50,11 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		// Already marked deleted, or not ours: either way nothing to do here.
 		return &csi.DeleteVolumeResponse{}, nil
 	case result.Outcome == zfs.Done:
-		if result.Origin != "" {
-			// Only a clone's going can free what the reaper waits for (its
-			// origin's volume); a pass lists every volume.
+		if result.OriginMarked {
+			// A clone's going can free what the reaper waits for: its
+			// origin, when that is an internal snapshot, or its origin's
+			// volume, when that is marked deleted. A pass lists every
+			// volume, so only then.
 			s.kickReaper()
 		}
 		return &csi.DeleteVolumeResponse{}, nil
@@ -79,7 +81,8 @@ func (s *Server) destroyVolume(ctx context.Context, dataset string) (zfs.Destroy
 	guard := s.volumeGuard()
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		result, err := s.zfs.DestroyGuarded(ctx, dataset, guard, []string{s.props.SnapshotName})
+		result, err := s.zfs.DestroyGuarded(ctx, zfs.DestroyRequest{Name: dataset, Guard: guard,
+			Keep: []string{s.props.SnapshotName}, OriginMarks: []string{s.props.Internal, s.props.Deleted}})
 		if !errors.Is(err, zfs.ErrBusy) || result.Type != zfs.Volume || attempt == zvolBusyRetries {
 			return result, err
 		}

@@ -138,19 +138,48 @@ func TestDeleteVolume(t *testing.T) {
 		}
 		h.deleteVolume(volume.GetVolumeId()) // again: still OK
 	})
-	t.Run("only deleting a clone wakes the reaper, which lists every volume", func(t *testing.T) {
+	t.Run("only a clone whose going can free something wakes the reaper, which lists every volume", func(t *testing.T) {
 		h := newHarness(t)
+		before := h.fake.Names()
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
 		snapshot := h.snapshot("s", volume.GetVolumeId())
-		clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		woke := func() bool {
+			t.Helper()
+			select {
+			case <-h.server.reap:
+				return true
+			default:
+				return false
+			}
+		}
 		plain := h.create(createRequest("plain", 1<<30, mountCapability("")))
 		h.deleteVolume(plain.GetVolumeId())
-		if len(h.server.reap) != 0 {
+		if woke() {
 			t.Error("deleting a volume that is no clone woke the reaper")
 		}
+		clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
 		h.deleteVolume(clone.GetVolumeId())
-		if len(h.server.reap) != 1 {
-			t.Error("deleting a clone did not wake the reaper")
+		if woke() {
+			t.Error("deleting the clone of a CSI snapshot of a live volume woke the reaper: nothing is due")
+		}
+		copied := h.create(fromVolume(createRequest("copy", 1<<30, mountCapability("")), volume.GetVolumeId()))
+		h.deleteVolume(copied.GetVolumeId())
+		if !woke() {
+			t.Error("deleting a clone of a volume did not wake the reaper for its internal snapshot")
+		}
+		clone = h.create(fromSnapshot(createRequest("clone-2", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+		h.deleteVolume(volume.GetVolumeId()) // marked deleted: its snapshot and the clone hold it
+		h.deleteSnapshot(snapshot.GetSnapshotId())
+		woke()
+		h.deleteVolume(clone.GetVolumeId())
+		if !woke() {
+			t.Error("deleting the last clone of a volume marked deleted did not wake the reaper")
+		}
+		if err := h.server.Reap(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if names := h.fake.Names(); !slices.Equal(names, before) {
+			t.Errorf("after the pass the reaper was woken for: %v, want what was there before %v", names, before)
 		}
 	})
 	t.Run("IDs that are malformed or point at datasets the driver does not own are OK and touch nothing", func(t *testing.T) {

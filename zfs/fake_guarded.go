@@ -8,7 +8,8 @@ import (
 
 // DestroyGuarded implements Guarded, following the rules of Exec's channel
 // program.
-func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, keep []string) (DestroyResult, error) {
+func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyResult, error) {
+	name := req.Name
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.datasets[name]
@@ -22,7 +23,7 @@ func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, kee
 		return DestroyResult{}, f.fail("program", name, ErrNotFound)
 	}
 	result := DestroyResult{Type: d.typ}
-	if !f.passes(d, guard) {
+	if !f.passes(d, req.Guard) {
 		result.Outcome = NotOwned
 		return result, nil
 	}
@@ -37,7 +38,7 @@ func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, kee
 			result.Outcome = Held
 			return result, nil
 		}
-		for _, key := range keep {
+		for _, key := range req.Keep {
 			if f.inherited(snapshot, key) != "" {
 				result.Outcome = Held
 				return result, nil
@@ -53,6 +54,11 @@ func (f *Fake) DestroyGuarded(ctx context.Context, name string, guard Guard, kee
 	}
 	for _, snapshot := range snapshots {
 		f.remove(snapshot)
+	}
+	if origin, ok := f.datasets[d.origin]; ok {
+		for _, key := range req.OriginMarks {
+			result.OriginMarked = result.OriginMarked || f.inherited(origin, key) != ""
+		}
 	}
 	result.Outcome, result.Origin = Done, d.origin
 	f.remove(name)

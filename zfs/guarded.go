@@ -46,6 +46,21 @@ const (
 // later). Nothing changed; the caller falls back to separate commands.
 var ErrUnsupported = errors.New("not supported by this ZFS version")
 
+// DestroyRequest describes a DestroyGuarded call.
+type DestroyRequest struct {
+	// Name is the filesystem or volume.
+	Name string
+	// Guard is checked on it.
+	Guard Guard
+	// Keep are user properties a snapshot of it must not carry (with any
+	// value) for it to go.
+	Keep []string
+	// OriginMarks are user properties looked up on a clone's origin
+	// snapshot, its own or inherited from the origin's dataset; the result
+	// says whether any was set.
+	OriginMarks []string
+}
+
 // DestroyResult describes a DestroyGuarded call.
 type DestroyResult struct {
 	Outcome Outcome
@@ -54,6 +69,9 @@ type DestroyResult struct {
 	Type Type
 	// Origin is the destroyed dataset's origin snapshot, for a clone.
 	Origin string
+	// OriginMarked: the origin snapshot carried one of the request's
+	// OriginMarks (as it was before the destroy).
+	OriginMarked bool
 }
 
 // SnapshotRequest describes a SnapshotGuarded call.
@@ -105,10 +123,10 @@ type SnapshotDestroyResult struct {
 // Guarded is implemented by Exec and Fake. Each call is one zfs command.
 type Guarded interface {
 	// DestroyGuarded destroys a filesystem or volume and its snapshots when
-	// it passes guard and none of its snapshots has clones or carries any of
-	// the keep user properties. ErrNotFound when it does not exist; ErrBusy
-	// when it is in use (mounted, or a zvol held open).
-	DestroyGuarded(ctx context.Context, name string, guard Guard, keep []string) (DestroyResult, error)
+	// it passes req.Guard and none of its snapshots has clones or carries any
+	// of the req.Keep user properties. ErrNotFound when it does not exist;
+	// ErrBusy when it is in use (mounted, or a zvol held open).
+	DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyResult, error)
 	// SnapshotGuarded makes a snapshot with its properties when the dataset
 	// passes the guard and the unique value is free. ErrNotFound when the
 	// dataset does not exist, ErrExists when a snapshot of that name exists

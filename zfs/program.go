@@ -22,10 +22,14 @@ import (
 // section 7): the program is no slower than the command it replaces, and the
 // zfs list before it goes.
 
-// destroyProgram: argv = name, owned, excluded, keep properties….
+// destroyProgram: argv = name, owned, excluded, keep properties…, "--",
+// origin marks….
 const destroyProgram = `
 local argv = (...)["argv"]
 local name, owned, excluded = argv[1], argv[2], argv[3]
+local keep, marks, i = {}, {}, 4
+while argv[i] ~= nil and argv[i] ~= "--" do keep[#keep + 1] = argv[i]; i = i + 1 end
+for k = i + 1, #argv do marks[#marks + 1] = argv[k] end
 if not zfs.exists(name) then return {outcome = "absent"} end
 local kind = zfs.get_prop(name, "type")
 if zfs.get_prop(name, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil) then
@@ -34,19 +38,25 @@ end
 local snapshots = {}
 for snapshot in zfs.list.snapshots(name) do
 	for clone in zfs.list.clones(snapshot) do return {outcome = "held", type = kind} end
-	for i = 4, #argv do
-		if zfs.get_prop(snapshot, argv[i]) ~= nil then return {outcome = "held", type = kind} end
+	for _, property in ipairs(keep) do
+		if zfs.get_prop(snapshot, property) ~= nil then return {outcome = "held", type = kind} end
 	end
 	snapshots[#snapshots + 1] = snapshot
 end
 local origin = zfs.get_prop(name, "origin") or ""
+local marked = false
+if origin ~= "" then
+	for _, property in ipairs(marks) do
+		if zfs.get_prop(origin, property) ~= nil then marked = true end
+	end
+end
 for _, snapshot in ipairs(snapshots) do
 	local err = zfs.sync.destroy(snapshot)
 	if err ~= 0 then return {outcome = "failed", type = kind, errno = err, at = snapshot} end
 end
 local err = zfs.sync.destroy(name)
 if err ~= 0 then return {outcome = "failed", type = kind, errno = err, at = name} end
-return {outcome = "done", type = kind, origin = origin}
+return {outcome = "done", type = kind, origin = origin, marked = marked}
 `
 
 // snapshotProgram: argv = snapshot, dataset, owned, excluded, unique
@@ -121,6 +131,7 @@ type programResult struct {
 	Errno      int    `json:"errno"`
 	At         string `json:"at"`
 	Reported   string `json:"reported"`
+	Marked     bool   `json:"marked"`
 }
 
 // program runs a channel program on the pool of target and decodes what it
@@ -184,13 +195,15 @@ func errnoKind(errno syscall.Errno) error {
 }
 
 // DestroyGuarded implements Guarded with one `zfs program`.
-func (e *Exec) DestroyGuarded(ctx context.Context, name string, guard Guard, keep []string) (DestroyResult, error) {
-	if strings.Contains(name, "@") {
-		return DestroyResult{}, fmt.Errorf("DestroyGuarded %q: %w: not a filesystem or volume", name, ErrInvalid)
+func (e *Exec) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyResult, error) {
+	if strings.Contains(req.Name, "@") {
+		return DestroyResult{}, fmt.Errorf("DestroyGuarded %q: %w: not a filesystem or volume", req.Name, ErrInvalid)
 	}
-	args := append([]string{name, guard.Owned, guard.Excluded}, keep...)
-	result, err := e.program(ctx, "destroy", destroyProgram, name, args...)
-	return DestroyResult{Outcome: Outcome(result.Outcome), Type: Type(result.Type), Origin: result.Origin}, err
+	args := append([]string{req.Name, req.Guard.Owned, req.Guard.Excluded}, req.Keep...)
+	args = append(append(args, "--"), req.OriginMarks...)
+	result, err := e.program(ctx, "destroy", destroyProgram, req.Name, args...)
+	return DestroyResult{Outcome: Outcome(result.Outcome), Type: Type(result.Type), Origin: result.Origin,
+		OriginMarked: result.Marked}, err
 }
 
 // SnapshotGuarded implements Guarded with one `zfs program`.

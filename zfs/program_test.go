@@ -12,16 +12,18 @@ import (
 func TestDestroyGuardedRunsOneChannelProgramFromStdin(t *testing.T) {
 	f := newFakeZFS(t)
 	f.set("zfs.program", "read-stdin", "")
-	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "type": "filesystem", "origin": "tank/csi/a@s"}}`)
-	result, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v",
-		Guard{Owned: "x:managed", Excluded: "x:deleted"}, []string{"x:snapshot-name"})
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "type": "filesystem", "origin": "tank/csi/a@s", "marked": true}}`)
+	result, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), DestroyRequest{Name: "tank/csi/v",
+		Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"}, Keep: []string{"x:snapshot-name"},
+		OriginMarks: []string{"x:internal", "x:deleted"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if result != (DestroyResult{Outcome: Done, Type: Filesystem, Origin: "tank/csi/a@s"}) {
+	if result != (DestroyResult{Outcome: Done, Type: Filesystem, Origin: "tank/csi/a@s", OriginMarked: true}) {
 		t.Errorf("got %+v", result)
 	}
-	want := []string{"program", "-j", "--", "tank", "-", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name"}
+	want := []string{"program", "-j", "--", "tank", "-", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name", "--",
+		"x:internal", "x:deleted"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
 		t.Errorf("argv %q, want %q", got, want)
 	}
@@ -45,7 +47,7 @@ func TestGuardedOutcomesAndErrnosAreTyped(t *testing.T) {
 		t.Run(test.name, func(t *testing.T) {
 			f := newFakeZFS(t)
 			f.set("zfs.program", "stdout", test.stdout)
-			result, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v", Guard{Owned: "x:managed"}, nil)
+			result, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), DestroyRequest{Name: "tank/csi/v", Guard: Guard{Owned: "x:managed"}})
 			if !errors.Is(err, test.wantErr) || (test.wantErr == nil && err != nil) {
 				t.Fatalf("got %v, want %v", err, test.wantErr)
 			}
@@ -60,14 +62,14 @@ func TestGuardedOutcomesAndErrnosAreTyped(t *testing.T) {
 	t.Run("output that is not the JSON of a result is an error", func(t *testing.T) {
 		f := newFakeZFS(t)
 		f.set("zfs.program", "stdout", "Channel program fully executed and did not produce output.\n")
-		if _, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v", Guard{Owned: "x:managed"}, nil); err == nil {
+		if _, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), DestroyRequest{Name: "tank/csi/v", Guard: Guard{Owned: "x:managed"}}); err == nil {
 			t.Error("no error")
 		}
 	})
 	t.Run("a failing program is a classified CommandError", func(t *testing.T) {
 		f := newFakeZFS(t)
 		f.fail("zfs.program", "cannot open pool 'tank'\n")
-		_, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), "tank/csi/v", Guard{Owned: "x:managed"}, nil)
+		_, err := NewExec(ExecConfig{}).DestroyGuarded(context.Background(), DestroyRequest{Name: "tank/csi/v", Guard: Guard{Owned: "x:managed"}})
 		var commandErr *CommandError
 		if !errors.As(err, &commandErr) {
 			t.Errorf("got %v", err)

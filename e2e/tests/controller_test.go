@@ -117,9 +117,12 @@ func TestSnapshotWithClonesIsDestroyedDeferred(t *testing.T) {
 	}
 }
 
+// The reaper runs only when woken here (its interval is an hour): deleting
+// the copy must wake it for the internal snapshot, deleting the clone for
+// the volume marked deleted, whose mark the clone's origin inherits.
 func TestDeletedVolumeWithDependentsLeavesNoOrphan(t *testing.T) {
 	parent := testParent(t)
-	d := startDriver(t, parent)
+	d := startDriver(t, parent, "--reap-interval", "1h")
 	source := d.createVolume(volumeRequest("db", 16<<20, mountCap(""), nil))
 	snapshot := d.createSnapshot("snap", source.GetVolumeId())
 	clone := d.createVolume(&csi.CreateVolumeRequest{Name: "restore", VolumeCapabilities: []*csi.VolumeCapability{mountCap("")},
@@ -150,10 +153,17 @@ func TestDeletedVolumeWithDependentsLeavesNoOrphan(t *testing.T) {
 	if again.GetVolumeId() == source.GetVolumeId() {
 		t.Fatalf("the new volume reuses the held dataset")
 	}
-	for _, dependent := range []*csi.Volume{clone, fromVolume} {
-		if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: dependent.GetVolumeId()}); err != nil {
-			t.Fatal(err)
+	if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: fromVolume.GetVolumeId()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() string {
+		if snapshots := mustRun(t, "zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", sourceDataset); strings.Count(snapshots, "@") != 1 {
+			return "want only the deferred CSI snapshot left on the source (the internal one reaped):\n" + snapshots
 		}
+		return ""
+	})
+	if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: clone.GetVolumeId()}); err != nil {
+		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, func() string {
 		left := mustRun(t, "zfs", "list", "-H", "-o", "name", "-t", "all", "-r", parent)
