@@ -4,7 +4,7 @@
 //
 //	bench -binary /share/zfs-csi [-pool tank] [-n 50] [-out results/bench.txt]
 //
-// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3, 7):
+// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3):
 //
 //  1. sequential calls, n each, driver and bare interleaved (the side that
 //     goes first alternates) to cancel drift: CreateVolume of a dataset and
@@ -18,9 +18,7 @@
 //     (formatted before) against mount + mount --bind;
 //  5. daemon start to READY=1 (sd_notify) and to Probe ready=true; idle RSS;
 //  6. the zfs and zpool commands each call runs, counted by wrappers on the
-//     daemon's PATH (a separate daemon: the wrappers cost time);
-//  7. an experiment, not the driver: the reads and writes of CreateSnapshot
-//     and DeleteVolume as one ZFS channel program (experiment.go).
+//     daemon's PATH (a separate daemon: the wrappers cost time).
 //
 // The bare side replays the argv the driver ran in section 6, with other
 // dataset names: the same options and properties, by construction.
@@ -75,7 +73,7 @@ func parseConfig() config {
 	flag.IntVar(&c.pageSize, "page", 100, "ListVolumes page size")
 	flag.IntVar(&c.listRepeats, "list-repeats", 5, "rounds of the listing comparison")
 	flag.IntVar(&c.starts, "starts", 10, "daemon starts")
-	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3", "the sections to run, in order; 1, 2, 3 and 7 replay command lines section 6 captures (7, channel-program experiments, is not run by default)")
+	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
 	flag.StringVar(&c.logLevel, "log-level", "info", "the daemons' --log-level (debug logs each zfs command with its duration)")
 	quick := flag.Bool("quick", false, "a small run to check the bench itself (n=4, 40 concurrent, 100 listed)")
 	flag.Parse()
@@ -133,14 +131,13 @@ func runBench(cfg config) error {
 		"4": {"4 node", b.nodeCalls},
 		"2": {"2 concurrency", b.concurrency},
 		"3": {"3 listing", b.listing},
-		"7": {"7 experiment", b.experiment},
 	}
 	for _, number := range strings.Split(cfg.sections, ",") {
 		section, ok := sections[strings.TrimSpace(number)]
 		if !ok {
 			return fmt.Errorf("no section %q", number)
 		}
-		if strings.Contains("1237", number) && len(b.templates) == 0 {
+		if strings.Contains("123", number) && len(b.templates) == 0 {
 			return fmt.Errorf("section %s replays what section 6 captures: run 6 first", number)
 		}
 		sectionStart := time.Now()
@@ -247,7 +244,7 @@ func (b *bench) table() string {
 		"",
 	}
 	var rows []row
-	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7"} {
+	for _, section := range []string{"1", "2", "3", "4", "5", "6"} {
 		rows = append(rows, b.rows[section]...)
 	}
 	notes := append([]string{}, b.notes...)
