@@ -24,9 +24,9 @@ demo:
 	e2e/run.sh demo
 
 # The benchmark in the same guest: each CSI call against the bare zfs (and
-# mount) commands doing the same work, one table (e2e/bench; sections 1, 2 and 4–6
-# took 23 min under TCG, and the 1,000-volume listing comes on top of that
-# ). BENCH_ARGS=-quick checks the bench itself in a few minutes.
+# mount) commands doing the same work, one table (e2e/bench; 8 min under TCG
+# on a 2-core host, a slower host takes longer). BENCH_ARGS=-quick checks the
+# bench itself in a few minutes.
 bench:
 	e2e/run.sh bench
 
