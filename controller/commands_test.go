@@ -18,6 +18,7 @@ func TestCommandsPerRPC(t *testing.T) {
 	source := h.create(createRequest("source", 1<<30, mountCapability("")))
 	snapshot := h.snapshot("base", source.GetVolumeId())
 	volume := h.create(createRequest("victim", 1<<30, mountCapability("")))
+	origin := h.create(createRequest("origin", 1<<30, mountCapability("")))
 	for i := range 5 {
 		h.create(createRequest(fmt.Sprintf("filler-%d", i), 1<<20, mountCapability("")))
 	}
@@ -38,7 +39,7 @@ func TestCommandsPerRPC(t *testing.T) {
 			_, err := h.server.CreateVolume(ctx, createRequest("new-fs", 1<<30, mountCapability("")))
 			return err
 		}},
-		{"CreateVolume (from snapshot)", 2, func() error {
+		{"CreateVolume (from a snapshot not seen since start)", 2, func() error {
 			_, err := h.server.CreateVolume(ctx, fromSnapshot(createRequest("from-snap", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
 			return err
 		}},
@@ -48,6 +49,15 @@ func TestCommandsPerRPC(t *testing.T) {
 		}},
 		{"CreateSnapshot", 1, func() error {
 			_, err := h.server.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap", SourceVolumeId: volume.GetVolumeId()})
+			return err
+		}},
+		{"CreateSnapshot (of another volume)", 1, func() error {
+			_, err := h.server.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "origin-snap", SourceVolumeId: origin.GetVolumeId()})
+			return err
+		}},
+		{"CreateVolume (from a snapshot this service made)", 1, func() error {
+			_, err := h.server.CreateVolume(ctx, fromSnapshot(createRequest("from-snap-made", 1<<30, mountCapability("")),
+				testNode+":"+datasetOf(t, origin.GetVolumeId())+"@origin-snap"))
 			return err
 		}},
 		{"ListSnapshots", 1, func() error {

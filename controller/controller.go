@@ -33,6 +33,7 @@ type Server struct {
 	changes   atomic.Uint64 // volume changes made, for volumePages
 	pages     volumePages
 	snapshots snapshotIndex
+	sources   sourceIndex
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
 	// snapshot (before 2.2): CreateSnapshot lists and snapshots from then on.
 	noGuardedSnapshots atomic.Bool

@@ -31,6 +31,8 @@ type source struct {
 	zvol     bool
 	fsType   string // a zvol source's filesystem, "" for raw block
 	size     uint64 // the source's capacity: the least the new volume can have
+	// remembered: it came from sourceIndex, not from ZFS in this call.
+	remembered bool
 }
 
 // CreateVolume implements csi.ControllerServer. On the happy path it runs one
@@ -67,6 +69,17 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 		row, err := s.makeVolume(ctx, plan, src, dataset, size)
 		if err == nil {
 			return &csi.CreateVolumeResponse{Volume: s.csiVolume(row)}, nil
+		}
+		if src != nil && src.remembered && errors.Is(err, zfs.ErrNotFound) {
+			// The snapshot went since it was remembered: ask ZFS this time.
+			s.sources.forget(src.snapshot)
+			if src, err = s.resolveSource(ctx, plan); err != nil {
+				return nil, err
+			}
+			if size, err = plannedSize(plan, src); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if !errors.Is(err, zfs.ErrExists) {
 			return nil, err
@@ -169,7 +182,7 @@ func (s *Server) checkTopology(requirement *csi.TopologyRequirement) error {
 }
 
 // resolveSource finds a content source this driver owns, or NOT_FOUND. It
-// costs one zfs list.
+// costs one zfs list, or none for a snapshot sourceIndex remembers.
 func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, error) {
 	if !plan.fromSnap {
 		row, err := s.getVolume(ctx, plan.sourceID)
@@ -183,32 +196,46 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 	if err != nil {
 		return nil, err
 	}
+	if src, ok := s.sources.lookup(snapshot); ok {
+		src.remembered = true
+		return &src, checkSourceKind(plan, &src)
+	}
+	epoch := s.sources.begin()
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{dataset, snapshot},
 		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
 	if err != nil {
 		return nil, err
 	}
-	src := &source{snapshot: snapshot}
-	found := false
-	for _, row := range rows {
-		if row.Name == snapshot && s.isSnapshot(row) {
-			found = true
-			// A snapshot inherits its volume's fstype property.
-			src.zvol, src.size, src.fsType = row.VolSize > 0, row.VolSize, row.User[s.props.FSType]
-			if !src.zvol {
-				src.size = row.Referenced
-			}
+	var snapshotRow, volumeRow *zfs.Dataset
+	for i, row := range rows {
+		switch {
+		case row.Name == snapshot && s.isSnapshot(row):
+			snapshotRow = &rows[i]
+		case row.Name == dataset:
+			volumeRow = &rows[i]
 		}
 	}
-	for _, row := range rows {
-		if row.Name == dataset && found && !src.zvol {
-			src.size = max(src.size, capacity(row))
-		}
-	}
-	if !found {
+	if snapshotRow == nil {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", plan.sourceID)
 	}
-	return src, checkSourceKind(plan, src)
+	src := s.snapshotSource(*snapshotRow, volumeRow)
+	s.sources.remember(epoch, src)
+	return &src, checkSourceKind(plan, &src)
+}
+
+// snapshotSource is a CSI snapshot as a content source: its kind and
+// filesystem (a snapshot inherits its volume's fstype property), and the
+// least size a volume made from it has: a zvol's volsize, or the most of
+// what a dataset's snapshot references and its volume's refquota.
+func (s *Server) snapshotSource(snapshot zfs.Dataset, volume *zfs.Dataset) source {
+	src := source{snapshot: snapshot.Name, zvol: snapshot.VolSize > 0, size: snapshot.VolSize, fsType: snapshot.User[s.props.FSType]}
+	if !src.zvol {
+		src.size = snapshot.Referenced
+		if volume != nil {
+			src.size = max(src.size, capacity(*volume))
+		}
+	}
+	return src
 }
 
 // checkSourceKind refuses a source whose data the new volume could not use:

@@ -39,6 +39,7 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		return nil, err
 	}
 	defer release()
+	defer s.sources.forgetVolume(dataset)
 
 	result, err := s.destroyVolume(ctx, dataset)
 	switch {

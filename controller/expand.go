@@ -25,6 +25,7 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 		return nil, err
 	}
 	defer release()
+	defer s.forgetSources(req.GetVolumeId())
 	row, err := s.getVolume(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -78,6 +79,7 @@ func (s *Server) ControllerModifyVolume(ctx context.Context, req *csi.Controller
 		return nil, err
 	}
 	defer release()
+	defer s.forgetSources(req.GetVolumeId())
 	row, err := s.getVolume(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -100,4 +102,12 @@ func (s *Server) lockVolume(volumeID string) (func(), error) {
 		return func() {}, nil
 	}
 	return s.inflight.Acquire(datasetLock(dataset))
+}
+
+// forgetSources drops what sourceIndex remembers of a volume's snapshots,
+// after a change to the volume.
+func (s *Server) forgetSources(volumeID string) {
+	if dataset, err := s.volumeDataset(volumeID); err == nil {
+		s.sources.forgetVolume(dataset)
+	}
 }

@@ -79,10 +79,11 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	if holder, _, _ := strings.Cut(taken, "@"); taken != "" && holder != dataset {
 		others = []string{taken}
 	}
+	epoch := s.sources.begin()
 	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
 		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
 		Guard:      s.volumeGuard(),
-		Unique:     s.props.SnapshotName, Others: others})
+		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType})
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
@@ -101,6 +102,11 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 		return nil, takenElsewhere(req.GetName(), result.Snapshot.Name)
 	}
 	s.snapshots.add(req.GetName(), result.Snapshot.Name)
+	// The program read the volume in its transaction: what a clone of the
+	// snapshot needs to know, without a zfs list.
+	described := result.Snapshot
+	described.User = result.Volume.User
+	s.sources.remember(epoch, s.snapshotSource(described, &result.Volume))
 	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(result.Snapshot)}, nil
 }
 
@@ -218,6 +224,7 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequ
 		return nil, err
 	}
 	defer release()
+	defer s.sources.forget(snapshot)
 	result, err := s.zfs.DestroySnapshotGuarded(ctx, zfs.SnapshotDestroyRequest{Name: snapshot,
 		Named: s.props.SnapshotName, Excluded: s.props.Internal, Report: s.props.Deleted})
 	switch {

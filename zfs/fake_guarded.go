@@ -97,7 +97,7 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	}
 	for _, child := range f.descendants(dataset) {
 		if strings.HasPrefix(child, dataset+"@") && carries(child) {
-			return SnapshotResult{Outcome: Present, Snapshot: f.row(f.datasets[child], nil)}, nil
+			return SnapshotResult{Outcome: Present, Snapshot: f.row(f.datasets[child], nil), Volume: f.snapshottedVolume(d, req.Report)}, nil
 		}
 	}
 	if _, exists := f.datasets[req.Name]; exists {
@@ -111,7 +111,18 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	if err := f.add(snapshot); err != nil {
 		return SnapshotResult{}, err
 	}
-	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, nil)}, nil
+	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, nil), Volume: f.snapshottedVolume(d, req.Report)}, nil
+}
+
+// snapshottedVolume is SnapshotResult.Volume: the facts Exec's program
+// reports of the dataset it snapshotted.
+func (f *Fake) snapshottedVolume(d *fakeDataset, report string) Dataset {
+	row := f.row(d, nil)
+	volume := Dataset{Name: d.name, Type: d.typ, VolSize: row.VolSize, RefQuota: row.RefQuota}
+	if value := f.inherited(d, report); report != "" && value != "" {
+		volume.User = map[string]string{report: value}
+	}
+	return volume
 }
 
 // DestroySnapshotGuarded implements Guarded, following the rules of Exec's

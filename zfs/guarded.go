@@ -89,6 +89,9 @@ type SnapshotRequest struct {
 	// Others are snapshots of other datasets that may carry the unique
 	// value; ones that do not exist are ignored.
 	Others []string
+	// Report is a user property of the dataset to return in Volume.User
+	// (inherited values included); empty for none.
+	Report string
 }
 
 // SnapshotResult describes a SnapshotGuarded call.
@@ -98,6 +101,10 @@ type SnapshotResult struct {
 	// carrying the value (Present) or the other one (Taken), with its name,
 	// Referenced and Creation.
 	Snapshot Dataset
+	// Volume is the snapshotted dataset as the same transaction saw it
+	// (Done and Present): its Name, Type, VolSize (a volume) or RefQuota (a
+	// filesystem), and the Report property in User when it is set.
+	Volume Dataset
 }
 
 // SnapshotDestroyRequest describes a DestroySnapshotGuarded call.

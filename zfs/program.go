@@ -60,20 +60,27 @@ return {outcome = "done", type = kind, origin = origin, marked = marked}
 `
 
 // snapshotProgram: argv = snapshot, dataset, owned, excluded, unique
-// property, others…, "--", then property, value pairs.
+// property, report property, others…, "--", then property, value pairs.
 const snapshotProgram = `
 local argv = (...)["argv"]
 if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
-local snapshot, dataset, owned, excluded, unique = argv[1], argv[2], argv[3], argv[4], argv[5]
-local others, i = {}, 6
+local snapshot, dataset, owned, excluded, unique, report = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6]
+local others, i = {}, 7
 while argv[i] ~= nil and argv[i] ~= "--" do others[#others + 1] = argv[i]; i = i + 1 end
 local keys, values = {}, {}
 for k = i + 1, #argv, 2 do keys[#keys + 1] = argv[k]; values[#values + 1] = argv[k + 1] end
 local value
 for k = 1, #keys do if keys[k] == unique then value = values[k] end end
 local function describe(outcome, name)
-	return {outcome = outcome, name = name, referenced = zfs.get_prop(name, "referenced"),
-		creation = zfs.get_prop(name, "creation")}
+	local result = {outcome = outcome, name = name, referenced = zfs.get_prop(name, "referenced"),
+		creation = zfs.get_prop(name, "creation"), type = zfs.get_prop(dataset, "type")}
+	if result.type == "volume" then
+		result.volsize = zfs.get_prop(dataset, "volsize")
+	else
+		result.refquota = zfs.get_prop(dataset, "refquota")
+	end
+	if report ~= "" then result.reported = zfs.get_prop(dataset, report) end
+	return result
 end
 local function carries(name)
 	if zfs.get_prop(name, unique) ~= value then return false end
@@ -132,6 +139,8 @@ type programResult struct {
 	At         string `json:"at"`
 	Reported   string `json:"reported"`
 	Marked     bool   `json:"marked"`
+	VolSize    int64  `json:"volsize"`
+	RefQuota   int64  `json:"refquota"`
 }
 
 // program runs a channel program on the pool of target and decodes what it
@@ -218,7 +227,7 @@ func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	if _, ok := req.Properties[req.Unique]; !ok {
 		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w: the unique property %q is not among the properties", req.Name, ErrInvalid, req.Unique)
 	}
-	args := append([]string{req.Name, dataset, req.Guard.Owned, req.Guard.Excluded, req.Unique}, req.Others...)
+	args := append([]string{req.Name, dataset, req.Guard.Owned, req.Guard.Excluded, req.Unique, req.Report}, req.Others...)
 	args = append(args, "--")
 	keys := make([]string, 0, len(req.Properties))
 	for key := range req.Properties {
@@ -235,8 +244,17 @@ func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	if result.Outcome == "unsupported" {
 		return SnapshotResult{}, fmt.Errorf("zfs program: zfs.sync.set_prop: %w", ErrUnsupported)
 	}
-	return SnapshotResult{Outcome: Outcome(result.Outcome), Snapshot: Dataset{Name: result.Name, Type: Snapshot,
-		Referenced: uint64(max(result.Referenced, 0)), Creation: time.Unix(result.Creation, 0)}}, nil
+	answer := SnapshotResult{Outcome: Outcome(result.Outcome), Snapshot: Dataset{Name: result.Name, Type: Snapshot,
+		Referenced: uint64(max(result.Referenced, 0)), Creation: time.Unix(result.Creation, 0)}}
+	if answer.Outcome == Done || answer.Outcome == Present {
+		answer.Volume = Dataset{Name: dataset, Type: Type(result.Type), VolSize: uint64(max(result.VolSize, 0)),
+			RefQuota: uint64(max(result.RefQuota, 0))}
+		if req.Report != "" && result.Reported != "" {
+			answer.Volume.User = map[string]string{req.Report: result.Reported}
+		}
+		answer.Snapshot.VolSize = answer.Volume.VolSize
+	}
+	return answer, nil
 }
 
 // DestroySnapshotGuarded implements Guarded with one `zfs program`.

@@ -80,12 +80,13 @@ func TestGuardedOutcomesAndErrnosAreTyped(t *testing.T) {
 func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	f := newFakeZFS(t)
 	f.set("zfs.program", "read-stdin", "")
-	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "name": "tank/csi/v@s", "referenced": 4096, "creation": 1700000000}}`)
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "name": "tank/csi/v@s", "referenced": 4096, "creation": 1700000000,`+
+		` "type": "volume", "volsize": 1073741824, "reported": "ext4"}}`)
 	var labels []string
 	exec := NewExec(ExecConfig{OnCommand: func(subcommand string, _ time.Duration, _ error) { labels = append(labels, subcommand) }})
 	result, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s",
 		Properties: map[string]string{"x:snapshot-name": "my snap", "x:b": "2"}, Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"},
-		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}})
+		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}, Report: "x:fstype"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,10 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	if result.Outcome != Done || !result.Snapshot.Creation.Equal(want.Creation) || result.Snapshot.Name != want.Name || result.Snapshot.Referenced != want.Referenced {
 		t.Errorf("got %+v", result)
 	}
-	wantArgv := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name",
+	if v := result.Volume; v.Name != "tank/csi/v" || v.Type != Volume || v.VolSize != 1<<30 || v.User["x:fstype"] != "ext4" || result.Snapshot.VolSize != 1<<30 {
+		t.Errorf("the snapshotted volume as the program saw it: got %+v (snapshot volsize %d)", v, result.Snapshot.VolSize)
+	}
+	wantArgv := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name", "x:fstype",
 		"tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, wantArgv) {
 		t.Errorf("argv %q, want %q", got, wantArgv)
@@ -103,6 +107,12 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	}
 	if !slices.Equal(labels, []string{"program snapshot"}) {
 		t.Errorf("OnCommand saw %q", labels)
+	}
+
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "taken", "name": "tank/csi/w@t", "type": "filesystem", "refquota": 5}}`)
+	if result, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s",
+		Properties: map[string]string{"x:n": "a"}, Unique: "x:n"}); err != nil || result.Outcome != Taken || result.Volume.Name != "" {
+		t.Errorf("taken elsewhere: got %+v, %v; Volume is only for the snapshotted dataset", result, err)
 	}
 
 	f.set("zfs.program", "stdout", `{"return": {"outcome": "unsupported"}}`)
