@@ -24,7 +24,7 @@ demo:
 	e2e/run.sh demo
 
 # The benchmark in the same guest: each CSI call against the bare zfs (and
-# mount) commands doing the same work, one table (e2e/bench; 8 min under TCG
+# mount) commands doing the same work, one table (e2e/bench; 11 min under TCG
 # on a 2-core host, a slower host takes longer). BENCH_ARGS=-quick checks the
 # bench itself in a few minutes.
 bench:
