@@ -46,10 +46,7 @@ func (x *sourceIndex) begin() uint64 {
 // remember records a snapshot source read since begin returned epoch,
 // unless something was forgotten since.
 func (x *sourceIndex) remember(epoch uint64, src source) {
-	volume, _, found := strings.Cut(src.snapshot, "@")
-	if !found || src.volume != "" {
-		return // only snapshots of volumes: a volume source gets a new snapshot each time
-	}
+	volume, _, _ := strings.Cut(src.snapshot, "@")
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if epoch != x.epoch {

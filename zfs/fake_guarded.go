@@ -117,8 +117,7 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 // snapshottedVolume is SnapshotResult.Volume: the facts Exec's program
 // reports of the dataset it snapshotted.
 func (f *Fake) snapshottedVolume(d *fakeDataset, report string) Dataset {
-	row := f.row(d, nil)
-	volume := Dataset{Name: d.name, Type: d.typ, VolSize: row.VolSize, RefQuota: row.RefQuota}
+	volume := Dataset{Name: d.name, Type: d.typ, VolSize: d.volSize, RefQuota: d.sizeProp("refquota")}
 	if value := f.inherited(d, report); report != "" && value != "" {
 		volume.User = map[string]string{report: value}
 	}
