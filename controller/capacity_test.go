@@ -6,6 +6,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 func TestGetCapacity(t *testing.T) {
@@ -111,8 +113,10 @@ func TestExpandAndModify(t *testing.T) {
 	}{
 		{"a thick dataset grows its refquota and reservation", mountCapability(""), nil, 2 << 30, 2 << 30, false, 2 << 30, 2 << 30, 2},
 		{"a thin dataset grows its refquota only", mountCapability(""), map[string]string{ParamThin: "true"}, 2 << 30, 2 << 30, false, 2 << 30, 0, 2},
-		{"a raw zvol grows without the node", blockCapability(), nil, 2<<30 + 1, 2<<30 + 16<<10, false, 2<<30 + 16<<10, 2<<30 + 16<<10, 2},
-		{"a formatted zvol needs the node to grow its filesystem", mountCapability("xfs"), nil, 2 << 30, 2 << 30, true, 2 << 30, 2 << 30, 2},
+		{"a raw zvol grows without the node", blockCapability(), nil, 2<<30 + 1, 2<<30 + 16<<10, false, 2<<30 + 16<<10,
+			zfs.ThickReservation(2<<30+16<<10, 16<<10, 1), 2},
+		{"a formatted zvol needs the node to grow its filesystem", mountCapability("xfs"), nil, 2 << 30, 2 << 30, true, 2 << 30,
+			zfs.ThickReservation(2<<30, 16<<10, 1), 2},
 		{"a smaller request keeps the current size", mountCapability(""), nil, 1 << 20, 1 << 30, false, 1 << 30, 1 << 30, 1},
 	}
 	for _, test := range tests {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,32 @@ type volumePlan struct {
 	fromSnap bool
 }
 
+// checkSourcePlace refuses a content source by what its ID says, before
+// anything runs: a source on another node cannot be cloned here, and a clone
+// cannot cross pools (a copy can).
+func (s *Server) checkSourcePlace(plan volumePlan) error {
+	var nodeID, dataset string
+	var err error
+	if plan.fromSnap {
+		nodeID, dataset, _, err = driver.ParseSnapshotID(plan.sourceID)
+	} else {
+		nodeID, dataset, err = driver.ParseVolumeID(plan.sourceID)
+	}
+	switch {
+	case err != nil:
+		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", plan.sourceID, err)
+	case nodeID != s.cfg.NodeID:
+		// NOT_FOUND would be final; this is the spec's "cannot be
+		// provisioned in this topology": the CO places the volume elsewhere.
+		return status.Errorf(codes.ResourceExhausted, "%s: the content source %q lives on node %q and a volume made from it can only be made there; this is node %q",
+			otherNodeMarker, plan.sourceID, nodeID, s.cfg.NodeID)
+	case !plan.params.copySource && zfs.PoolOf(dataset) != zfs.PoolOf(plan.params.parent):
+		return invalid("the content source %q is in pool %s and the volume would be in pool %s: a clone cannot cross pools (sourceMode=copy can)",
+			plan.sourceID, zfs.PoolOf(dataset), zfs.PoolOf(plan.params.parent))
+	}
+	return nil
+}
+
 // source is a resolved content source.
 type source struct {
 	snapshot string // the snapshot to clone or send; for a volume source, made on the fly
@@ -31,6 +58,8 @@ type source struct {
 	zvol     bool
 	fsType   string // a zvol source's filesystem, "" for raw block
 	size     uint64 // the source's capacity: the least the new volume can have
+	// blockSize is a zvol source's volblocksize, which its clones keep.
+	blockSize uint64
 	// remembered: it came from sourceIndex, not from ZFS in this call.
 	remembered bool
 }
@@ -100,8 +129,8 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 // planVolume validates a request without touching ZFS.
 func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	plan := volumePlan{name: req.GetName(), capacity: req.GetCapacityRange()}
-	if plan.name == "" {
-		return plan, invalid("name is required")
+	if problem := driver.NameProblem(plan.name); problem != "" {
+		return plan, invalid("%s", problem)
 	}
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return plan, invalid("volume_capabilities are required")
@@ -132,6 +161,9 @@ func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	}
 	if plan.sourceID != "" && plan.params.volBlockSize != 0 {
 		return plan, invalid("%s cannot be given for a volume made from a snapshot or volume: it keeps its source's", ParamVolBlockSize)
+	}
+	if plan.sourceID != "" {
+		return plan, s.checkSourcePlace(plan)
 	}
 	return plan, nil
 }
@@ -189,7 +221,8 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 		if err != nil {
 			return nil, err
 		}
-		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row)}
+		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row),
+			blockSize: row.VolBlockSize}
 		return src, checkSourceKind(plan, src)
 	}
 	snapshot, dataset, err := s.snapshotName(plan.sourceID)
@@ -224,18 +257,34 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 }
 
 // snapshotSource is a CSI snapshot as a content source: its kind and
-// filesystem (a snapshot inherits its volume's fstype property), and the
-// least size a volume made from it has: a zvol's volsize, or the most of
-// what a dataset's snapshot references and its volume's refquota.
+// filesystem (a snapshot inherits its volume's fstype property), its block
+// size, and the least size a volume made from it has (restoreSize).
 func (s *Server) snapshotSource(snapshot zfs.Dataset, volume *zfs.Dataset) source {
-	src := source{snapshot: snapshot.Name, zvol: snapshot.VolSize > 0, size: snapshot.VolSize, fsType: snapshot.User[s.props.FSType]}
-	if !src.zvol {
-		src.size = snapshot.Referenced
-		if volume != nil {
-			src.size = max(src.size, capacity(*volume))
-		}
+	src := source{snapshot: snapshot.Name, zvol: snapshot.VolSize > 0, size: s.restoreSize(snapshot, volume),
+		fsType: snapshot.User[s.props.FSType]}
+	if src.zvol && volume != nil {
+		src.blockSize = volume.VolBlockSize
 	}
 	return src
+}
+
+// restoreSize is the least size a volume made from a snapshot has: the size
+// its volume had when it was taken (a zvol snapshot's own volsize; the size
+// CreateSnapshot recorded on a dataset's). A dataset snapshot made before the
+// driver recorded sizes falls back to the most of what it references and
+// its volume's refquota now (volume may be nil when it is not known).
+func (s *Server) restoreSize(snapshot zfs.Dataset, volume *zfs.Dataset) uint64 {
+	if snapshot.VolSize > 0 {
+		return snapshot.VolSize
+	}
+	if size, err := strconv.ParseUint(snapshot.User[s.props.Size], 10, 64); err == nil && size > 0 {
+		return size
+	}
+	size := snapshot.Referenced
+	if volume != nil {
+		size = max(size, capacity(*volume))
+	}
+	return size
 }
 
 // checkSourceKind refuses a source whose data the new volume could not use:
@@ -265,6 +314,9 @@ func plannedSize(plan volumePlan, src *source) (uint64, error) {
 	minimum := minimumFilesystemSize[plan.fsType]
 	if src != nil {
 		fallback, minimum = src.size, max(minimum, src.size)
+		if src.zvol && src.blockSize > 0 {
+			granularity = src.blockSize // a clone keeps its source's
+		}
 	}
 	return volumeSize(plan.capacity, granularity, fallback, minimum)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -58,7 +59,7 @@ func TestVolumesFromContentSources(t *testing.T) {
 		snapshot := h.snapshot("snap", source.GetVolumeId())
 		clone := h.create(fromSnapshot(createRequest("clone", 2<<30, blockCapability()), snapshot.GetSnapshotId()))
 		row := h.dataset(datasetOf(t, clone.GetVolumeId()))
-		if row.VolSize != 2<<30 || row.RefReservation != 2<<30 || clone.GetCapacityBytes() != 2<<30 {
+		if row.VolSize != 2<<30 || row.RefReservation != zfs.ThickReservation(2<<30, 16<<10, 1) || clone.GetCapacityBytes() != 2<<30 {
 			t.Errorf("clone volsize=%d refreservation=%d capacity=%d", row.VolSize, row.RefReservation, clone.GetCapacityBytes())
 		}
 	})
@@ -67,7 +68,7 @@ func TestVolumesFromContentSources(t *testing.T) {
 		source := h.create(createRequest("src", 1<<30, mountCapability("")))
 		clone := h.create(fromVolume(createRequest("clone", 1<<30, mountCapability("")), source.GetVolumeId()))
 		origin := h.dataset(datasetOf(t, clone.GetVolumeId())).Origin
-		if !strings.HasPrefix(origin, datasetOf(t, source.GetVolumeId())+"@"+internalSnapshotPrefix) || !h.dataset(origin).DeferDestroy {
+		if !strings.HasPrefix(origin, datasetOf(t, source.GetVolumeId())+"@"+driver.InternalSnapshotPrefix) || !h.dataset(origin).DeferDestroy {
 			t.Fatalf("origin %q is not a deferred internal snapshot", origin)
 		}
 		if snapshots := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(snapshots) != 0 {
@@ -268,7 +269,7 @@ func TestDeleteVolume(t *testing.T) {
 	t.Run("the reaper removes an internal snapshot whose clone never came", func(t *testing.T) {
 		h := newHarness(t)
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		leftover := datasetOf(t, volume.GetVolumeId()) + "@" + internalSnapshotPrefix + "x"
+		leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "x"
 		if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,14 +5,9 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
-
-// internalSnapshotPrefix names the snapshots made to clone a volume from a
-// volume. They carry the Internal user property, are never listed as CSI
-// snapshots, and are marked for deferred destroy as soon as their clone
-// exists, so ZFS removes them together with it.
-const internalSnapshotPrefix = "csi-clone-"
 
 // createLocks are the in-flight keys of a CreateVolume: its name, and its
 // source volume, so that the reaper and a deletion keep off the source while
@@ -90,7 +85,10 @@ func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool)
 func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64, properties map[string]string) error {
 	snapshot := src.snapshot
 	if src.volume != "" {
-		snapshot = src.volume + "@" + internalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
+		// Internal snapshots (driver.InternalSnapshotPrefix) carry the
+		// Internal mark, are never listed as CSI snapshots, and are
+		// destroyed deferred at once, so ZFS removes them with their clone.
+		snapshot = src.volume + "@" + driver.InternalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
 		err := s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.Internal: "true"})
 		if err != nil && !errors.Is(err, zfs.ErrExists) {
 			return err

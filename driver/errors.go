@@ -24,6 +24,13 @@ var zfsCodes = []struct {
 	{zfs.ErrPoolSuspended, codes.Unavailable},
 	{zfs.ErrPoolNotFound, codes.Unavailable},
 	{zfs.ErrPermission, codes.PermissionDenied},
+	// The CO's request is fine; the host is not in a state to serve it.
+	{zfs.ErrParentMissing, codes.FailedPrecondition},
+	{zfs.ErrHeld, codes.FailedPrecondition},
+	{zfs.ErrReadOnlyPool, codes.FailedPrecondition},
+	{zfs.ErrCrossPool, codes.InvalidArgument},
+	{zfs.ErrIO, codes.Unavailable},
+	{zfs.ErrProgram, codes.Internal},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

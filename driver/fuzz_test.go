@@ -15,6 +15,8 @@ func FuzzVolumeComponent(f *testing.F) {
 	f.Add(strings.Repeat("x", 128), strings.Repeat("x", 127))
 	f.Add("..", ".")
 	f.Add("ボリューム", "ボリュー")
+	f.Add("data base", "x")
+	f.Add("csi-clone-pvc", "x")
 	namer, err := NewNamer(testConfig)
 	if err != nil {
 		f.Fatal(err)
@@ -36,6 +38,20 @@ func FuzzVolumeComponent(f *testing.F) {
 		}
 		if a != b && namer.VolumeComponent(a, 1) == namer.VolumeComponent(b, 1) {
 			t.Fatalf("%q and %q share component %q", a, b, namer.VolumeComponent(a, 1))
+		}
+		// A hash cannot be guessed, so the names most likely to collide
+		// with a are built from it: its own components, taken as names.
+		for _, mapped := range []func(string) string{
+			func(name string) string { return namer.VolumeComponent(name, 1) },
+			namer.SnapshotComponent,
+		} {
+			component := mapped(a)
+			if component != a && mapped(component) == component {
+				t.Fatalf("%q and %q share component %q", a, component, component)
+			}
+		}
+		if component := namer.SnapshotComponent(a); strings.HasPrefix(component, InternalSnapshotPrefix) {
+			t.Fatalf("%q → snapshot component %q, which is the driver's own kind of snapshot", a, component)
 		}
 	})
 }

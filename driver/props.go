@@ -16,6 +16,7 @@ type UserProps struct {
 	Deleted      string // "true" once DeleteVolume ran while dependents remained
 	SnapshotName string // the CSI snapshot name, only on snapshots made by CreateSnapshot
 	Internal     string // "true" on snapshots made only to clone a volume from a volume
+	Size         string // on snapshots: the volume's size when it was taken, the least a restore needs
 	PVCName      string
 	PVCNamespace string
 	PVName       string
@@ -26,7 +27,7 @@ func NewUserProps(driverName string) UserProps {
 	p := strings.ToLower(driverName) + ":"
 	return UserProps{
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
-		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal",
+		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }
@@ -34,7 +35,7 @@ func NewUserProps(driverName string) UserProps {
 // All lists every property, for reads that need them.
 func (u UserProps) All() []string {
 	return []string{u.Managed, u.CSIName, u.ParamsHash, u.FSType, u.Source, u.Deleted, u.SnapshotName,
-		u.Internal, u.PVCName, u.PVCNamespace, u.PVName}
+		u.Internal, u.Size, u.PVCName, u.PVCNamespace, u.PVName}
 }
 
 // Owns reports whether a property name is in the driver's namespace.

@@ -153,6 +153,12 @@ var commandResults = []struct {
 	{zfs.ErrPoolSuspended, "pool_suspended"},
 	{zfs.ErrPoolNotFound, "pool_not_found"},
 	{zfs.ErrPermission, "permission"},
+	{zfs.ErrParentMissing, "parent_missing"},
+	{zfs.ErrHeld, "held"},
+	{zfs.ErrReadOnlyPool, "pool_read_only"},
+	{zfs.ErrCrossPool, "cross_pool"},
+	{zfs.ErrIO, "io_error"},
+	{zfs.ErrProgram, "program_error"},
 	{context.DeadlineExceeded, "timeout"},
 	{context.Canceled, "canceled"},
 }

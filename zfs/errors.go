@@ -48,10 +48,15 @@ var stderrKinds = []struct {
 	fragment string
 	kind     error
 }{
+	{"parent does not exist", ErrParentMissing},
+	{"no such parent", ErrParentMissing},
+	{"channel program execution failed", ErrProgram},
+	{"source and target pools differ", ErrCrossPool},
+	{"it's being held", ErrHeld},
+	{"pool is read-only", ErrReadOnlyPool},
+	{"read-only file system", ErrReadOnlyPool},
 	{"dataset does not exist", ErrNotFound},
 	{"could not find any snapshots to destroy", ErrNotFound},
-	{"parent does not exist", ErrNotFound},
-	{"no such parent", ErrNotFound},
 	{"no such pool or dataset", ErrNotFound},
 	{"does not exist", ErrNotFound},
 	{"no such pool", ErrPoolNotFound},
@@ -69,6 +74,7 @@ var stderrKinds = []struct {
 	{"snapshot is cloned", ErrHasDependents},
 	{"i/o is currently suspended", ErrPoolSuspended},
 	{"permission denied", ErrPermission},
+	{"i/o error", ErrIO},
 	{"bad numeric value", ErrInvalid},
 	{"numeric value is too large", ErrInvalid},
 	{"is readonly", ErrInvalid},

@@ -40,6 +40,7 @@ type fakeDataset struct {
 	creation     time.Time
 	clones       map[string]bool // snapshots only
 	deferDestroy bool
+	holds        int // user holds (zfs hold), snapshots only
 }
 
 // defaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
@@ -110,6 +111,19 @@ func (f *Fake) SetBusy(name string, busy bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.busy[name] = busy
+}
+
+// Hold places a user hold on a snapshot, as `zfs hold` does (zrepl and
+// syncoid hold the snapshots they still need).
+func (f *Fake) Hold(snapshot string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.datasets[snapshot]
+	if !ok || d.typ != Snapshot {
+		return f.fail("hold", snapshot, ErrNotFound)
+	}
+	d.holds++
+	return nil
 }
 
 // Write pretends that bytes of data were written to a filesystem or volume.
@@ -184,7 +198,7 @@ func (f *Fake) Create(ctx context.Context, name string, opts CreateOptions) erro
 			return f.fail("create", name, ErrInvalid)
 		}
 		if _, set := d.props["refreservation"]; !set && !opts.Sparse {
-			d.props["refreservation"] = strconv.FormatUint(opts.VolSize, 10)
+			d.props["refreservation"] = "auto" // what zfs create -V computes for itself
 		}
 	}
 	return f.add(d)
@@ -202,6 +216,9 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 		return f.fail("clone", snapshot, ErrNotFound)
 	}
 	source := f.datasets[datasetOf(snapshot)]
+	if PoolOf(snapshot) != PoolOf(name) {
+		return f.fail("create", name, ErrCrossPool)
+	}
 	if err := f.checkNewDataset("clone", name, source.typ, properties); err != nil {
 		return err
 	}
@@ -209,6 +226,14 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 		volSize: snap.volSize, props: copyProps(properties)}
 	if source.typ == Volume {
 		d.props["volblocksize"] = strconv.FormatUint(source.volBlockSize(), 10)
+		// zfs clone sets a volsize among its properties after the clone exists.
+		if volsize, given := d.props["volsize"]; given {
+			d.volSize, _ = strconv.ParseUint(volsize, 10, 64)
+			delete(d.props, "volsize")
+			if d.volSize == 0 || d.volSize%d.volBlockSize() != 0 {
+				return f.fail("clone", name, ErrInvalid)
+			}
+		}
 	}
 	if err := f.add(d); err != nil {
 		return err
@@ -282,8 +307,11 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) er
 		return f.fail("destroy", name, ErrNotFound)
 	}
 	if d.typ == Snapshot {
-		if len(d.clones) > 0 {
+		if len(d.clones) > 0 || d.holds > 0 {
 			if !opts.Defer {
+				if d.holds > 0 {
+					return f.fail("destroy", name, ErrBusy) // what zfs says of a held snapshot
+				}
 				return f.fail("destroy", name, ErrHasDependents)
 			}
 			d.deferDestroy = true
@@ -300,6 +328,9 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) er
 	for _, victim := range doomed {
 		if f.busy[victim] {
 			return f.fail("destroy", victim, ErrBusy)
+		}
+		if f.datasets[victim].holds > 0 {
+			return f.fail("destroy", victim, ErrHeld)
 		}
 		for clone := range f.datasets[victim].clones {
 			if !isUnder(clone, name) {

@@ -3,6 +3,7 @@ package zfs
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -28,29 +29,34 @@ func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 		return result, nil
 	}
 	var snapshots []string
-	descendants := f.descendants(name)
-	for _, child := range descendants {
+	held := false
+	for _, child := range f.descendants(name) {
 		if !strings.HasPrefix(child, name+"@") {
-			continue
-		}
-		snapshot := f.datasets[child]
-		if len(snapshot.clones) > 0 {
-			result.Outcome = Held
+			result.Outcome, result.Reason = Blocked, "it has a child dataset, "+child+", that the driver did not make"
 			return result, nil
 		}
+		snapshot := f.datasets[child]
+		if snapshot.holds > 0 {
+			result.Outcome, result.Reason = Blocked, "its snapshot "+child+" has a user hold"
+			return result, nil
+		}
+		held = held || len(snapshot.clones) > 0
 		for _, key := range req.Keep {
-			if f.inherited(snapshot, key) != "" {
-				result.Outcome = Held
-				return result, nil
-			}
+			held = held || f.inherited(snapshot, key) != ""
 		}
 		snapshots = append(snapshots, child)
 	}
-	if f.busy[name] {
-		return result, f.fail("program", name, ErrBusy)
+	if held {
+		result.Outcome = Held
+		return result, nil
 	}
-	if len(descendants) > len(snapshots) {
-		return result, f.fail("program", name, ErrHasDependents) // children: not a volume's shape
+	if f.busy[name] {
+		// The program destroys the snapshots before it meets the busy
+		// dataset, and keeps what it destroyed.
+		for _, snapshot := range snapshots {
+			f.remove(snapshot)
+		}
+		return result, f.fail("program", name, ErrBusy)
 	}
 	for _, snapshot := range snapshots {
 		f.remove(snapshot)
@@ -97,27 +103,52 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	}
 	for _, child := range f.descendants(dataset) {
 		if strings.HasPrefix(child, dataset+"@") && carries(child) {
-			return SnapshotResult{Outcome: Present, Snapshot: f.row(f.datasets[child], nil), Volume: f.snapshottedVolume(d, req.Report)}, nil
+			return SnapshotResult{Outcome: Present, Snapshot: f.row(f.datasets[child], sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
 		}
 	}
-	if _, exists := f.datasets[req.Name]; exists {
+	snapshot, exists := f.datasets[req.Name]
+	switch {
+	case exists && (f.inherited(snapshot, req.Unique) != "" || (req.Internal != "" && f.inherited(snapshot, req.Internal) != "")):
 		return SnapshotResult{}, f.fail("program", req.Name, ErrExists)
+	case !exists:
+		if err := checkName(req.Name); err != nil {
+			return SnapshotResult{}, f.fail("program", req.Name, ErrInvalid)
+		}
+		snapshot = &fakeDataset{name: req.Name, typ: Snapshot, referenced: d.referenced, volSize: d.volSize,
+			props: map[string]string{}, clones: map[string]bool{}}
+		if err := f.add(snapshot); err != nil {
+			return SnapshotResult{}, err
+		}
 	}
-	if err := checkName(req.Name); err != nil {
-		return SnapshotResult{}, f.fail("program", req.Name, ErrInvalid)
+	// else: an interrupted earlier call's snapshot, which gets its properties now.
+	for key, value := range req.Properties {
+		snapshot.props[key] = value
 	}
-	snapshot := &fakeDataset{name: req.Name, typ: Snapshot, referenced: d.referenced, volSize: d.volSize,
-		props: copyProps(req.Properties), clones: map[string]bool{}}
-	if err := f.add(snapshot); err != nil {
-		return SnapshotResult{}, err
+	if req.SizeProperty != "" {
+		size := d.sizeProp("refquota")
+		if d.typ == Volume {
+			size = snapshot.volSize
+		}
+		snapshot.props[req.SizeProperty] = strconv.FormatUint(size, 10)
 	}
-	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, nil), Volume: f.snapshottedVolume(d, req.Report)}, nil
+	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
+}
+
+// sizeProps is the user property a SnapshotResult reports of its snapshot.
+func sizeProps(req SnapshotRequest) []string {
+	if req.SizeProperty == "" {
+		return nil
+	}
+	return []string{req.SizeProperty}
 }
 
 // snapshottedVolume is SnapshotResult.Volume: the facts Exec's program
 // reports of the dataset it snapshotted.
 func (f *Fake) snapshottedVolume(d *fakeDataset, report string) Dataset {
 	volume := Dataset{Name: d.name, Type: d.typ, VolSize: d.volSize, RefQuota: d.sizeProp("refquota")}
+	if d.typ == Volume {
+		volume.VolBlockSize = d.volBlockSize()
+	}
 	if value := f.inherited(d, report); report != "" && value != "" {
 		volume.User = map[string]string{report: value}
 	}
@@ -146,7 +177,7 @@ func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRe
 	if req.Report != "" {
 		result.Reported = f.inherited(d, req.Report)
 	}
-	if len(d.clones) > 0 {
+	if len(d.clones) > 0 || d.holds > 0 {
 		d.deferDestroy = true
 	} else {
 		f.remove(req.Name)

@@ -116,7 +116,7 @@ func (f *Fake) checkNewDataset(op, name string, typ Type, props map[string]strin
 	}
 	parent, ok := f.datasets[parentOf(name)]
 	if !ok || parent.typ != Filesystem {
-		return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: ErrNotFound,
+		return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: ErrParentMissing,
 			Stderr: "cannot " + op + " '" + name + "': parent does not exist"}
 	}
 	if err := checkProps(typ, props, true); err != nil {
@@ -217,7 +217,8 @@ func copyProps(props map[string]string) map[string]string {
 
 func (d *fakeDataset) sizeProp(key string) uint64 {
 	if key == "refreservation" && d.props[key] == "auto" {
-		return d.volSize
+		copies, _ := strconv.ParseUint(d.props["copies"], 10, 64)
+		return ThickReservation(d.volSize, d.volBlockSize(), copies)
 	}
 	value, _ := strconv.ParseUint(d.props[key], 10, 64)
 	return value

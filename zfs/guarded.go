@@ -33,6 +33,10 @@ const (
 	// Held: DestroyGuarded found a snapshot that must outlive the dataset;
 	// nothing changed.
 	Held Outcome = "held"
+	// Blocked: DestroyGuarded found something that stops the destroy and
+	// that only an operator can remove (a child dataset, a user hold on a
+	// snapshot); nothing changed, Reason says what.
+	Blocked Outcome = "blocked"
 	// Present: SnapshotGuarded found a snapshot of the dataset already
 	// carrying the unique value; nothing changed, Snapshot describes it.
 	Present Outcome = "present"
@@ -72,6 +76,8 @@ type DestroyResult struct {
 	// OriginMarked: the origin snapshot carried one of the request's
 	// OriginMarks (as it was before the destroy).
 	OriginMarked bool
+	// Reason says what blocks the destroy (outcome Blocked).
+	Reason string
 }
 
 // SnapshotRequest describes a SnapshotGuarded call.
@@ -92,6 +98,17 @@ type SnapshotRequest struct {
 	// Report is a user property of the dataset to return in Volume.User
 	// (inherited values included); empty for none.
 	Report string
+	// SizeProperty is a user property the new snapshot gets with the
+	// dataset's size in the snapshot's transaction (a volume's volsize, a
+	// filesystem's refquota), and that Snapshot.User reports for a Done or
+	// Present snapshot; empty for none.
+	SizeProperty string
+	// Internal is a user property marking snapshots that are not this
+	// request's to take over. A snapshot at Name that carries neither it nor
+	// Unique is what an interrupted earlier call left (a signal can end a
+	// program between its snapshot and its properties): it gets the
+	// properties instead of failing with ErrExists.
+	Internal string
 }
 
 // SnapshotResult describes a SnapshotGuarded call.
@@ -102,8 +119,9 @@ type SnapshotResult struct {
 	// Referenced and Creation.
 	Snapshot Dataset
 	// Volume is the snapshotted dataset as the same transaction saw it
-	// (Done and Present): its Name, Type, VolSize (a volume) or RefQuota (a
-	// filesystem), and the Report property in User when it is set.
+	// (Done and Present): its Name, Type, VolSize and VolBlockSize (a
+	// volume) or RefQuota (a filesystem), and the Report property in User
+	// when it is set.
 	Volume Dataset
 }
 
@@ -131,8 +149,10 @@ type SnapshotDestroyResult struct {
 type Guarded interface {
 	// DestroyGuarded destroys a filesystem or volume and its snapshots when
 	// it passes req.Guard and none of its snapshots has clones or carries any
-	// of the req.Keep user properties. ErrNotFound when it does not exist;
-	// ErrBusy when it is in use (mounted, or a zvol held open).
+	// of the req.Keep user properties (Held otherwise), and it has no child
+	// dataset and no snapshot with a user hold (Blocked otherwise).
+	// ErrNotFound when it does not exist; ErrBusy when it is in use
+	// (mounted, or a zvol held open).
 	DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyResult, error)
 	// SnapshotGuarded makes a snapshot with its properties when the dataset
 	// passes the guard and the unique value is free. ErrNotFound when the

@@ -23,7 +23,9 @@ import (
 // it goes.
 
 // destroyProgram: argv = name, owned, excluded, keep properties…, "--",
-// origin marks….
+// origin marks…. Everything that can stop the destroy is checked before the
+// first snapshot goes: a program that fails halfway keeps what it already
+// destroyed, and a retry would meet the same obstacle with less left.
 const destroyProgram = `
 local argv = (...)["argv"]
 local name, owned, excluded = argv[1], argv[2], argv[3]
@@ -35,14 +37,22 @@ local kind = zfs.get_prop(name, "type")
 if zfs.get_prop(name, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil) then
 	return {outcome = "not-owned", type = kind}
 end
-local snapshots = {}
+for child in zfs.list.children(name) do
+	return {outcome = "blocked", type = kind, reason = "it has a child dataset, " .. child .. ", that the driver did not make"}
+end
+local snapshots, held = {}, false
 for snapshot in zfs.list.snapshots(name) do
-	for clone in zfs.list.clones(snapshot) do return {outcome = "held", type = kind} end
+	local holds = zfs.get_prop(snapshot, "userrefs")
+	if holds ~= nil and holds ~= 0 and holds ~= "0" then
+		return {outcome = "blocked", type = kind, reason = "its snapshot " .. snapshot .. " has a user hold (zfs holds " .. snapshot .. "; zfs release)"}
+	end
+	for clone in zfs.list.clones(snapshot) do held = true end
 	for _, property in ipairs(keep) do
-		if zfs.get_prop(snapshot, property) ~= nil then return {outcome = "held", type = kind} end
+		if zfs.get_prop(snapshot, property) ~= nil then held = true end
 	end
 	snapshots[#snapshots + 1] = snapshot
 end
+if held then return {outcome = "held", type = kind} end
 local origin = zfs.get_prop(name, "origin") or ""
 local marked = false
 if origin ~= "" then
@@ -60,12 +70,19 @@ return {outcome = "done", type = kind, origin = origin, marked = marked}
 `
 
 // snapshotProgram: argv = snapshot, dataset, owned, excluded, unique
-// property, report property, others…, "--", then property, value pairs.
+// property, report property, size property, internal property, others…,
+// "--", then property, value pairs.
+//
+// A program is not all-or-nothing: a signal to zfs program (the daemon
+// killed, or its deadline) ends it between two instructions and keeps what
+// its sync calls did, so an earlier run may have left the snapshot without
+// its properties. A snapshot at the requested name that carries neither the
+// unique nor the internal property is that leftover, and gets them now.
 const snapshotProgram = `
 local argv = (...)["argv"]
 if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
-local snapshot, dataset, owned, excluded, unique, report = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6]
-local others, i = {}, 7
+local snapshot, dataset, owned, excluded, unique, report, sizeprop, internal = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8]
+local others, i = {}, 9
 while argv[i] ~= nil and argv[i] ~= "--" do others[#others + 1] = argv[i]; i = i + 1 end
 local keys, values = {}, {}
 for k = i + 1, #argv, 2 do keys[#keys + 1] = argv[k]; values[#values + 1] = argv[k + 1] end
@@ -76,10 +93,12 @@ local function describe(outcome, name)
 		creation = zfs.get_prop(name, "creation"), type = zfs.get_prop(dataset, "type")}
 	if result.type == "volume" then
 		result.volsize = zfs.get_prop(dataset, "volsize")
+		result.volblocksize = zfs.get_prop(dataset, "volblocksize")
 	else
 		result.refquota = zfs.get_prop(dataset, "refquota")
 	end
 	if report ~= "" then result.reported = zfs.get_prop(dataset, report) end
+	if sizeprop ~= "" then result.size = zfs.get_prop(name, sizeprop) end
 	return result
 end
 local function carries(name)
@@ -97,10 +116,21 @@ end
 for existing in zfs.list.snapshots(dataset) do
 	if carries(existing) then return describe("present", existing) end
 end
-local err = zfs.sync.snapshot(snapshot)
-if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
+if zfs.exists(snapshot) then
+	if zfs.get_prop(snapshot, unique) ~= nil or (internal ~= "" and zfs.get_prop(snapshot, internal) ~= nil) then
+		return {outcome = "failed", errno = 17, at = snapshot}
+	end
+else
+	local err = zfs.sync.snapshot(snapshot)
+	if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
+end
+if sizeprop ~= "" then
+	local size = zfs.get_prop(dataset, "refquota")
+	if zfs.get_prop(dataset, "type") == "volume" then size = zfs.get_prop(snapshot, "volsize") end
+	keys[#keys + 1] = sizeprop; values[#values + 1] = tostring(size)
+end
 for k = 1, #keys do
-	err = zfs.sync.set_prop(snapshot, keys[k], values[k])
+	local err = zfs.sync.set_prop(snapshot, keys[k], values[k])
 	if err ~= 0 then
 		zfs.sync.destroy(snapshot)
 		return {outcome = "failed", errno = err, at = snapshot .. " " .. keys[k]}
@@ -141,6 +171,9 @@ type programResult struct {
 	Marked     bool   `json:"marked"`
 	VolSize    int64  `json:"volsize"`
 	RefQuota   int64  `json:"refquota"`
+	BlockSize  int64  `json:"volblocksize"`
+	Size       string `json:"size"`
+	Reason     string `json:"reason"`
 }
 
 // program runs a channel program on the pool of target and decodes what it
@@ -212,7 +245,7 @@ func (e *Exec) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 	args = append(append(args, "--"), req.OriginMarks...)
 	result, err := e.program(ctx, "destroy", destroyProgram, req.Name, args...)
 	return DestroyResult{Outcome: Outcome(result.Outcome), Type: Type(result.Type), Origin: result.Origin,
-		OriginMarked: result.Marked}, err
+		OriginMarked: result.Marked, Reason: result.Reason}, err
 }
 
 // SnapshotGuarded implements Guarded with one `zfs program`.
@@ -227,7 +260,8 @@ func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	if _, ok := req.Properties[req.Unique]; !ok {
 		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w: the unique property %q is not among the properties", req.Name, ErrInvalid, req.Unique)
 	}
-	args := append([]string{req.Name, dataset, req.Guard.Owned, req.Guard.Excluded, req.Unique, req.Report}, req.Others...)
+	args := append([]string{req.Name, dataset, req.Guard.Owned, req.Guard.Excluded, req.Unique, req.Report,
+		req.SizeProperty, req.Internal}, req.Others...)
 	args = append(args, "--")
 	keys := make([]string, 0, len(req.Properties))
 	for key := range req.Properties {
@@ -246,9 +280,12 @@ func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	}
 	answer := SnapshotResult{Outcome: Outcome(result.Outcome), Snapshot: Dataset{Name: result.Name, Type: Snapshot,
 		Referenced: uint64(max(result.Referenced, 0)), Creation: time.Unix(result.Creation, 0)}}
+	if req.SizeProperty != "" && result.Size != "" {
+		answer.Snapshot.User = map[string]string{req.SizeProperty: result.Size}
+	}
 	if answer.Outcome == Done || answer.Outcome == Present {
 		answer.Volume = Dataset{Name: dataset, Type: Type(result.Type), VolSize: uint64(max(result.VolSize, 0)),
-			RefQuota: uint64(max(result.RefQuota, 0))}
+			RefQuota: uint64(max(result.RefQuota, 0)), VolBlockSize: uint64(max(result.BlockSize, 0))}
 		if req.Report != "" && result.Reported != "" {
 			answer.Volume.User = map[string]string{req.Report: result.Reported}
 		}

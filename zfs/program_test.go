@@ -81,12 +81,12 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	f := newFakeZFS(t)
 	f.set("zfs.program", "read-stdin", "")
 	f.set("zfs.program", "stdout", `{"return": {"outcome": "done", "name": "tank/csi/v@s", "referenced": 4096, "creation": 1700000000,`+
-		` "type": "volume", "volsize": 1073741824, "reported": "ext4"}}`)
+		` "type": "volume", "volsize": 1073741824, "volblocksize": 65536, "reported": "ext4", "size": "1073741824"}}`)
 	var labels []string
 	exec := NewExec(ExecConfig{OnCommand: func(subcommand string, _ time.Duration, _ error) { labels = append(labels, subcommand) }})
 	result, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s",
 		Properties: map[string]string{"x:snapshot-name": "my snap", "x:b": "2"}, Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"},
-		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}, Report: "x:fstype"})
+		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}, Report: "x:fstype", SizeProperty: "x:size", Internal: "x:internal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +94,12 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	if result.Outcome != Done || !result.Snapshot.Creation.Equal(want.Creation) || result.Snapshot.Name != want.Name || result.Snapshot.Referenced != want.Referenced {
 		t.Errorf("got %+v", result)
 	}
-	if v := result.Volume; v.Name != "tank/csi/v" || v.Type != Volume || v.VolSize != 1<<30 || v.User["x:fstype"] != "ext4" || result.Snapshot.VolSize != 1<<30 {
+	if v := result.Volume; v.Name != "tank/csi/v" || v.Type != Volume || v.VolSize != 1<<30 || v.VolBlockSize != 64<<10 ||
+		v.User["x:fstype"] != "ext4" || result.Snapshot.VolSize != 1<<30 || result.Snapshot.User["x:size"] != "1073741824" {
 		t.Errorf("the snapshotted volume as the program saw it: got %+v (snapshot volsize %d)", v, result.Snapshot.VolSize)
 	}
 	wantArgv := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name", "x:fstype",
-		"tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
+		"x:size", "x:internal", "tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, wantArgv) {
 		t.Errorf("argv %q, want %q", got, wantArgv)
 	}

@@ -148,6 +148,21 @@ var (
 	ErrPoolSuspended = errors.New("pool I/O is suspended")
 	ErrPoolNotFound  = errors.New("no such pool")
 	ErrPermission    = errors.New("permission denied")
+	// ErrParentMissing: the parent of a dataset being made does not exist
+	// (the source of a clone or copy is there; its destination's parent is not).
+	ErrParentMissing = errors.New("parent dataset does not exist")
+	// ErrHeld: a snapshot carries a user hold (`zfs hold`, as zrepl and
+	// syncoid place them) and cannot go until it is released.
+	ErrHeld = errors.New("snapshot is held")
+	// ErrReadOnlyPool: the pool was imported read-only.
+	ErrReadOnlyPool = errors.New("pool is read-only")
+	// ErrIO: ZFS met an I/O error (a faulted or missing device).
+	ErrIO = errors.New("I/O error")
+	// ErrProgram: a channel program failed in Lua (a bug of ours, never the
+	// caller's input: arguments reach programs as data).
+	ErrProgram = errors.New("channel program failed")
+	// ErrCrossPool: a clone was asked for in another pool than its origin.
+	ErrCrossPool = errors.New("source and target pools differ")
 )
 
 // Get reports one dataset (filesystem, volume or snapshot) with the given user

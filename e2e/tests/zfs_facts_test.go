@@ -1,0 +1,136 @@
+//go:build e2e
+
+package tests
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// The facts of real ZFS that the zfs package and its fake rely on, checked
+// where only real ZFS can tell: what each failure prints (the classifier's
+// table), what a clone accepts, what a thick zvol reserves.
+
+// secondPool makes a small file-backed pool beside the test pool, destroyed
+// when the test ends.
+func secondPool(t *testing.T, name string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name+".img")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "truncate", "-s", "128M", file)
+	run(t, "zpool", "destroy", "-f", name)
+	mustRun(t, "zpool", "create", "-f", name, file)
+	t.Cleanup(func() { run(t, "zpool", "destroy", "-f", name) })
+	return file
+}
+
+func TestZFSErrorsAreClassified(t *testing.T) {
+	parent := testParent(t)
+	z := zfs.NewExec(zfs.ExecConfig{})
+	c := ctx(t)
+	mustRun(t, "zfs", "create", "-o", "mountpoint=legacy", parent+"/fs")
+	mustRun(t, "zfs", "snapshot", parent+"/fs@s")
+	poolFile := secondPool(t, "e2eother")
+
+	expect := func(t *testing.T, err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Errorf("got %v, want %v", err, want)
+		}
+	}
+	t.Run("a clone into another pool", func(t *testing.T) {
+		expect(t, z.Clone(c, parent+"/fs@s", "e2eother/c", nil), zfs.ErrCrossPool)
+	})
+	t.Run("a create under a missing parent", func(t *testing.T) {
+		expect(t, z.Create(c, parent+"/missing/x", zfs.CreateOptions{}), zfs.ErrParentMissing)
+	})
+	t.Run("a clone under a missing parent", func(t *testing.T) {
+		expect(t, z.Clone(c, parent+"/fs@s", parent+"/missing/x", nil), zfs.ErrParentMissing)
+	})
+	t.Run("a clone of a missing snapshot", func(t *testing.T) {
+		expect(t, z.Clone(c, parent+"/fs@gone", parent+"/x", nil), zfs.ErrNotFound)
+	})
+	t.Run("held snapshots", func(t *testing.T) {
+		mustRun(t, "zfs", "create", "-o", "mountpoint=legacy", parent+"/held")
+		mustRun(t, "zfs", "snapshot", parent+"/held@s")
+		mustRun(t, "zfs", "hold", "e2e", parent+"/held@s")
+		t.Cleanup(func() { run(t, "zfs", "release", "e2e", parent+"/held@s") })
+		err := z.Destroy(c, parent+"/held@s", zfs.DestroyOptions{})
+		t.Logf("destroy of a held snapshot: %v", err)
+		if !errors.Is(err, zfs.ErrBusy) && !errors.Is(err, zfs.ErrHeld) {
+			t.Errorf("got %v, want ErrBusy or ErrHeld", err)
+		}
+		err = z.Destroy(c, parent+"/held", zfs.DestroyOptions{Recursive: true})
+		t.Logf("recursive destroy of a dataset with a held snapshot: %v", err)
+		if !errors.Is(err, zfs.ErrBusy) && !errors.Is(err, zfs.ErrHeld) {
+			t.Errorf("got %v, want ErrBusy or ErrHeld", err)
+		}
+	})
+	t.Run("a Lua error in a channel program", func(t *testing.T) {
+		// A name zfs.exists cannot parse raises a Lua error in the program.
+		_, err := z.SnapshotGuarded(c, zfs.SnapshotRequest{Name: parent + "/fs@x", Properties: map[string]string{"e2e:n": "x"},
+			Unique: "e2e:n", Guard: zfs.Guard{Owned: "e2e:managed"}, Others: []string{"a@b@c"}})
+		t.Logf("program: %v", err)
+		expect(t, err, zfs.ErrProgram)
+	})
+	t.Run("a pool imported read-only", func(t *testing.T) {
+		mustRun(t, "zpool", "export", "e2eother")
+		mustRun(t, "zpool", "import", "-o", "readonly=on", "-d", filepath.Dir(poolFile), "e2eother")
+		err := z.Create(c, "e2eother/x", zfs.CreateOptions{})
+		t.Logf("create on a read-only pool: %v", err)
+		expect(t, err, zfs.ErrReadOnlyPool)
+	})
+}
+
+func TestACloneTakesItsSizeAndReservationInOneCommand(t *testing.T) {
+	parent := testParent(t)
+	z := zfs.NewExec(zfs.ExecConfig{})
+	c := ctx(t)
+	for _, blockSize := range []string{"16384", "65536"} {
+		t.Run("volblocksize "+blockSize, func(t *testing.T) {
+			source := parent + "/src-" + blockSize
+			mustRun(t, "zfs", "create", "-V", "64M", "-o", "volblocksize="+blockSize, source)
+			mustRun(t, "zfs", "snapshot", source+"@s")
+			clone := parent + "/clone-" + blockSize
+			err := z.Clone(c, source+"@s", clone, map[string]string{"volsize": "134217728", "refreservation": "auto"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := zfsGet(t, "volsize", clone); got != "134217728" {
+				t.Errorf("volsize %s", got)
+			}
+			size, _ := strconv.ParseUint(blockSize, 10, 64)
+			want := zfs.ThickReservation(128<<20, size, 1)
+			if got := zfsGet(t, "refreservation", clone); got != strconv.FormatUint(want, 10) {
+				t.Errorf("refreservation %s, want %d (zfs.ThickReservation)", got, want)
+			}
+		})
+	}
+}
+
+// The fake and GetCapacity use zfs.ThickReservation for what a thick zvol
+// reserves: it must be what ZFS reserves.
+func TestThickReservationIsWhatZFSReserves(t *testing.T) {
+	parent := testParent(t)
+	for _, tc := range []struct{ size, blockSize, copies uint64 }{
+		{1 << 20, 16 << 10, 1}, {64 << 20, 8 << 10, 1}, {1 << 30, 16 << 10, 1}, {3 << 30, 128 << 10, 1},
+		{100 << 20, 4 << 10, 2}, {5 << 30, 16 << 10, 3},
+	} {
+		name := parent + "/v-" + strings.Join([]string{strconv.FormatUint(tc.size, 10), strconv.FormatUint(tc.blockSize, 10), strconv.FormatUint(tc.copies, 10)}, "-")
+		mustRun(t, "zfs", "create", "-V", strconv.FormatUint(tc.size, 10), "-o", "volblocksize="+strconv.FormatUint(tc.blockSize, 10),
+			"-o", "copies="+strconv.FormatUint(tc.copies, 10), name)
+		want := zfs.ThickReservation(tc.size, tc.blockSize, tc.copies)
+		if got := zfsGet(t, "refreservation", name); got != strconv.FormatUint(want, 10) {
+			t.Errorf("%+v: zfs reserves %s, ThickReservation says %d", tc, got, want)
+		}
+		mustRun(t, "zfs", "destroy", name)
+	}
+}
