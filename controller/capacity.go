@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -50,30 +51,64 @@ func volumeSize(capacityRange *csi.CapacityRange, granularity, fallback, minimum
 // GetCapacity implements csi.ControllerServer: the space available under the
 // parent dataset the parameters select (one zfs list), or 0 for topologies
 // and capabilities this node cannot serve.
+//
+// Without capabilities (external-provisioner's capacity tracking sends only
+// a StorageClass's parameters) the kind is open: the parameters need only
+// suit a dataset or a zvol, as CreateVolume would accept them for some
+// capability, and the largest volume is the smaller of the two kinds'.
 func (s *Server) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
-	zvol := false
-	for _, capability := range req.GetVolumeCapabilities() {
-		if driver.CapabilityProblem(capability) != "" {
-			return &csi.GetCapacityResponse{}, nil
+	kinds, minimum := []bool{false, true}, MinVolumeSize
+	if capabilities := req.GetVolumeCapabilities(); len(capabilities) > 0 {
+		zvol, fsType, err := volumeKind(capabilities)
+		if err != nil {
+			return &csi.GetCapacityResponse{}, nil // no volume serves these here
 		}
-		zvol = zvol || capability.GetBlock() != nil || !driver.IsDatasetFSType(capability.GetMount().GetFsType())
+		kinds, minimum = []bool{zvol}, max(minimum, minimumFilesystemSize[fsType])
 	}
 	if segments := req.GetAccessibleTopology().GetSegments(); len(segments) > 0 && segments[s.cfg.TopologyKey()] != s.cfg.NodeID {
 		return &csi.GetCapacityResponse{}, nil
 	}
-	params, err := parseCreateParams(s.cfg, s.props, req.GetParameters(), nil, zvol)
-	if err != nil {
-		return nil, err
+	var params createParams
+	var refused error
+	zvolPossible, accepted := false, false
+	for _, zvol := range kinds {
+		parsed, err := parseCreateParams(s.cfg, s.props, req.GetParameters(), nil, zvol)
+		if err != nil {
+			refused = cmp.Or(refused, err)
+			continue
+		}
+		params, accepted, zvolPossible = parsed, true, zvolPossible || zvol
+	}
+	if !accepted {
+		return nil, refused
 	}
 	parent, err := zfs.Get(ctx, s.zfs, params.parent, nil)
 	if err != nil {
 		return nil, err
 	}
+	maximum := parent.Available
+	if zvolPossible && !params.thin {
+		maximum = largestThickZvol(parent.Available, params.volBlockSize)
+	}
 	return &csi.GetCapacityResponse{
 		AvailableCapacity: int64(parent.Available),
-		MaximumVolumeSize: wrapperspb.Int64(int64(parent.Available)),
-		MinimumVolumeSize: wrapperspb.Int64(int64(MinVolumeSize)),
+		MaximumVolumeSize: wrapperspb.Int64(int64(maximum)),
+		MinimumVolumeSize: wrapperspb.Int64(int64(minimum)),
 	}, nil
+}
+
+// largestThickZvol is the largest thick zvol CreateVolume can make in
+// available bytes: its size rounded as CreateVolume rounds it, its
+// reservation as ZFS computes it. Without a volblocksize parameter the zvol
+// gets the ZFS version's default; 8 KiB (OpenZFS 2.1's) needs the most
+// metadata, so it is the one counted.
+func largestThickZvol(available, volBlockSize uint64) uint64 {
+	granularity := max(volBlockSize, defaultVolBlockSize)
+	if volBlockSize == 0 {
+		volBlockSize = 8 << 10
+	}
+	largest := zfs.LargestThickVolume(available, volBlockSize)
+	return largest / granularity * granularity
 }
 
 // ValidateVolumeCapabilities implements csi.ControllerServer: capabilities are

@@ -19,6 +19,8 @@ func TestGetCapacity(t *testing.T) {
 		want int64 // -1: the pool's free space
 	}{
 		{"with no filter it is the parent's available space", &csi.GetCapacityRequest{}, -1},
+		{"for a dataset it is the available space, all of it usable", &csi.GetCapacityRequest{
+			VolumeCapabilities: []*csi.VolumeCapability{mountCapability("")}}, -1},
 		{"for this node's topology it is the available space", &csi.GetCapacityRequest{
 			AccessibleTopology: &csi.Topology{Segments: map[string]string{"zfs.csi.dev/node": testNode}}}, -1},
 		{"for another node's topology it is zero", &csi.GetCapacityRequest{
@@ -44,7 +46,12 @@ func TestGetCapacity(t *testing.T) {
 			if response.GetAvailableCapacity() != want {
 				t.Errorf("available %d, want %d", response.GetAvailableCapacity(), want)
 			}
-			if want > 0 && (response.GetMaximumVolumeSize().GetValue() != want || response.GetMinimumVolumeSize().GetValue() != int64(MinVolumeSize)) {
+			wantMax := want
+			if len(test.req.GetVolumeCapabilities()) == 0 {
+				// The kind is open: a thick zvol's reservation counts.
+				wantMax = int64(largestThickZvol(uint64(want), 0))
+			}
+			if want > 0 && (response.GetMaximumVolumeSize().GetValue() != wantMax || response.GetMinimumVolumeSize().GetValue() != int64(MinVolumeSize)) {
 				t.Errorf("max %v min %v", response.GetMaximumVolumeSize(), response.GetMinimumVolumeSize())
 			}
 		})
@@ -114,9 +121,9 @@ func TestExpandAndModify(t *testing.T) {
 		{"a thick dataset grows its refquota and reservation", mountCapability(""), nil, 2 << 30, 2 << 30, false, 2 << 30, 2 << 30, 2},
 		{"a thin dataset grows its refquota only", mountCapability(""), map[string]string{ParamThin: "true"}, 2 << 30, 2 << 30, false, 2 << 30, 0, 2},
 		{"a raw zvol grows without the node", blockCapability(), nil, 2<<30 + 1, 2<<30 + 16<<10, false, 2<<30 + 16<<10,
-			zfs.ThickReservation(2<<30+16<<10, 16<<10, 1), 2},
+			zfs.ThickReservation(2<<30+16<<10, 16<<10), 2},
 		{"a formatted zvol needs the node to grow its filesystem", mountCapability("xfs"), nil, 2 << 30, 2 << 30, true, 2 << 30,
-			zfs.ThickReservation(2<<30, 16<<10, 1), 2},
+			zfs.ThickReservation(2<<30, 16<<10), 2},
 		{"a smaller request keeps the current size", mountCapability(""), nil, 1 << 20, 1 << 30, false, 1 << 30, 1 << 30, 1},
 	}
 	for _, test := range tests {

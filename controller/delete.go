@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	case result.Outcome == zfs.NotOwned:
 		// Already marked deleted, or not ours: either way nothing to do here.
 		return &csi.DeleteVolumeResponse{}, nil
+	case result.Outcome == zfs.Blocked:
+		// Nothing was destroyed; an operator must act before a retry can.
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", req.GetVolumeId(), result.Reason)
 	case result.Outcome == zfs.Done:
 		if result.OriginMarked {
 			// A clone's going can free what the reaper waits for: its
@@ -156,27 +160,53 @@ func (s *Server) Reap(ctx context.Context) error {
 		var options zfs.DestroyOptions
 		switch {
 		case s.isDeleted(row) && !s.held(snapshotsOf[row.Name]):
-			victim, options = row.Name, zfs.DestroyOptions{Recursive: true}
+			victim = row.Name
 		case row.Type == zfs.Snapshot && row.User[s.props.Internal] == "true" && len(row.Clones) == 0:
 			victim, options = row.Name, zfs.DestroyOptions{Defer: true}
 		default:
 			continue
 		}
-		if err := s.reapOne(ctx, victim, options); err != nil {
+		if err := s.reapOne(ctx, victim, row.Type == zfs.Snapshot, options); err != nil {
 			failed = err
 		}
 	}
 	return failed
 }
 
-func (s *Server) reapOne(ctx context.Context, name string, options zfs.DestroyOptions) error {
+// reapCommandTimeout bounds each destroy of a reaper pass: a command stuck
+// in the kernel (a suspended pool) must give its volume's lock back, and the
+// pass must go on to the other volumes.
+const reapCommandTimeout = 2 * time.Minute
+
+// reapOne destroys one internal snapshot, or one volume marked deleted with
+// the same guarded destroy as DeleteVolume: it checks, in the transaction,
+// that the volume still carries the deleted mark and that nothing (a child
+// dataset, a user hold, a snapshot the CO knows, a clone) stops it, so a
+// destroy never goes further than the driver's own volume.
+func (s *Server) reapOne(ctx context.Context, name string, snapshot bool, options zfs.DestroyOptions) error {
 	dataset, _, _ := strings.Cut(name, "@")
 	release, err := s.inflight.Acquire(datasetLock(dataset))
 	if err != nil {
 		return nil // busy: the next pass will see it again
 	}
 	defer release()
-	if err := s.zfs.Destroy(ctx, name, options); err != nil && !errors.Is(err, zfs.ErrNotFound) {
+	ctx, cancel := context.WithTimeout(ctx, reapCommandTimeout)
+	defer cancel()
+	if snapshot {
+		err = s.zfs.Destroy(ctx, name, options)
+	} else {
+		var result zfs.DestroyResult
+		result, err = s.zfs.DestroyGuarded(ctx, zfs.DestroyRequest{Name: name, Guard: zfs.Guard{Owned: s.props.Deleted},
+			Keep: []string{s.props.SnapshotName}})
+		switch {
+		case err != nil:
+		case result.Outcome == zfs.Blocked:
+			err = fmt.Errorf("%s is deleted but cannot be destroyed: %s", name, result.Reason)
+		case result.Outcome != zfs.Done:
+			return nil // no longer due; the next pass sees it as it is
+		}
+	}
+	if err != nil && !errors.Is(err, zfs.ErrNotFound) {
 		return err
 	}
 	s.log.Info().Str("dataset", name).Msg("reaped")

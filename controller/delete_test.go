@@ -59,7 +59,7 @@ func TestVolumesFromContentSources(t *testing.T) {
 		snapshot := h.snapshot("snap", source.GetVolumeId())
 		clone := h.create(fromSnapshot(createRequest("clone", 2<<30, blockCapability()), snapshot.GetSnapshotId()))
 		row := h.dataset(datasetOf(t, clone.GetVolumeId()))
-		if row.VolSize != 2<<30 || row.RefReservation != zfs.ThickReservation(2<<30, 16<<10, 1) || clone.GetCapacityBytes() != 2<<30 {
+		if row.VolSize != 2<<30 || row.RefReservation != zfs.ThickReservation(2<<30, 16<<10) || clone.GetCapacityBytes() != 2<<30 {
 			t.Errorf("clone volsize=%d refreservation=%d capacity=%d", row.VolSize, row.RefReservation, clone.GetCapacityBytes())
 		}
 	})

@@ -80,8 +80,12 @@ func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool)
 }
 
 // makeFromSource clones (or, in copy mode, sends and receives) the source
-// into dataset, then grows a zvol and gives it its reservation where needed.
-// A volume source is first snapshotted under an internal name.
+// into dataset. A volume source is first snapshotted under an internal name.
+//
+// A clone is one `zfs clone` whose properties include a zvol's new size and
+// reservation: zfs sets them in the ioctl that makes the clone and destroys
+// the clone if it cannot, so no retry ever meets a clone that is not what was
+// asked for. A copy is received first and then grown (receive refuses volsize).
 func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64, properties map[string]string) error {
 	snapshot := src.snapshot
 	if src.volume != "" {
@@ -96,31 +100,26 @@ func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *sourc
 		// Deferred: destroyed now if nothing was cloned from it, else with its clone.
 		defer s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true})
 	}
-	var err error
-	if plan.params.copySource {
-		err = s.zfs.Copy(ctx, snapshot, dataset, properties)
-		if err == nil {
-			err = s.zfs.Destroy(ctx, dataset+"@"+snapshot[strings.IndexByte(snapshot, '@')+1:], zfs.DestroyOptions{})
-		}
-	} else {
-		err = s.zfs.Clone(ctx, snapshot, dataset, properties)
-	}
-	if err != nil {
-		return err
-	}
-	if !plan.zvol {
-		return nil
-	}
 	grow := map[string]string{}
-	if size > src.size {
+	if plan.zvol && size > src.size {
 		grow["volsize"] = bytesString(size)
 	}
-	if !plan.params.thin {
+	if plan.zvol && !plan.params.thin {
 		// ZFS computes the reservation a full zvol of this size needs.
 		grow["refreservation"] = "auto"
 	}
-	if len(grow) == 0 {
-		return nil
+	if !plan.params.copySource {
+		for key, value := range grow {
+			properties[key] = value
+		}
+		return s.zfs.Clone(ctx, snapshot, dataset, properties)
+	}
+	err := s.zfs.Copy(ctx, snapshot, dataset, properties)
+	if err == nil {
+		err = s.zfs.Destroy(ctx, dataset+"@"+snapshot[strings.IndexByte(snapshot, '@')+1:], zfs.DestroyOptions{})
+	}
+	if err != nil || len(grow) == 0 {
+		return err
 	}
 	if err := s.zfs.Set(ctx, dataset, grow); err != nil {
 		// Without its size or reservation the volume is not what was asked

@@ -125,9 +125,8 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 		if !ok {
 			return createParams{}, invalid("unknown mutable parameter %q: only %s<property> can change", key, PropertyPrefix)
 		}
-		if _, dup := p.properties[property]; dup {
-			return createParams{}, invalid("property %s is given both as a parameter and as a mutable parameter", property)
-		}
+		// A mutable parameter overrides the same property among parameters
+		// (the spec: mutable_parameters take precedence).
 		if err := addProperty(p.properties, props, property, value, zvol, true); err != nil {
 			return createParams{}, err
 		}

@@ -38,10 +38,10 @@ func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err 
 // full listing, and on ZFS before 2.2 (no zfs.sync.set_prop), it is a zfs
 // list and a zfs snapshot instead.
 func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	switch {
-	case req.GetName() == "":
-		return nil, invalid("name is required")
-	case req.GetSourceVolumeId() == "":
+	if problem := driver.NameProblem(req.GetName()); problem != "" {
+		return nil, invalid("%s", problem)
+	}
+	if req.GetSourceVolumeId() == "" {
 		return nil, invalid("source_volume_id is required")
 	}
 	for key := range req.GetParameters() {
@@ -52,6 +52,10 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	dataset, err := s.volumeDataset(req.GetSourceVolumeId())
 	if err != nil {
 		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
+	}
+	// A snapshot lives where its volume does.
+	if err := s.checkTopology(req.GetAccessibilityRequirements()); err != nil {
+		return nil, err
 	}
 	release, err := s.inflight.Acquire("snapshot-name/"+req.GetName(), datasetLock(dataset))
 	if err != nil {
@@ -83,7 +87,8 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
 		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
 		Guard:      s.volumeGuard(),
-		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType})
+		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType,
+		SizeProperty: s.props.Size, Internal: s.props.Internal})
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
@@ -129,10 +134,13 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	if err != nil {
 		return nil, err
 	}
-	var source *zfs.Dataset
+	var source, leftover *zfs.Dataset
 	for i, row := range rows {
 		if row.Name == dataset && s.isVolume(row) {
 			source = &rows[i]
+		}
+		if row.Name == snapshot && row.User[s.props.SnapshotName] == "" && row.User[s.props.Internal] == "" && !row.DeferDestroy {
+			leftover = &rows[i] // what an interrupted snapshot program left (zfs.SnapshotRequest.Internal)
 		}
 		if s.isSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
 			if !strings.HasPrefix(row.Name, dataset+"@") {
@@ -147,7 +155,18 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	// ZFS stamps creation in whole seconds when the snapshot's transaction
 	// group syncs, which is after this instant.
 	created := time.Now().Truncate(time.Second)
-	err = s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.SnapshotName: req.GetName()})
+	// The dataset lock keeps expansions of the volume off until it is made.
+	size := bytesString(capacity(*source))
+	properties := map[string]string{s.props.SnapshotName: req.GetName(), s.props.Size: size}
+	if leftover != nil {
+		if err := s.zfs.Set(ctx, snapshot, properties); err != nil {
+			return nil, err
+		}
+		s.snapshots.add(req.GetName(), snapshot)
+		leftover.User = properties
+		return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(*leftover)}, nil
+	}
+	err = s.zfs.Snapshot(ctx, snapshot, properties)
 	if errors.Is(err, zfs.ErrExists) {
 		return nil, notThisSnapshot(snapshot, req.GetName())
 	}
@@ -155,7 +174,11 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 		return nil, err
 	}
 	s.snapshots.add(req.GetName(), snapshot)
-	row := zfs.Dataset{Name: snapshot, Type: zfs.Snapshot, Referenced: source.Referenced, Creation: created}
+	row := zfs.Dataset{Name: snapshot, Type: zfs.Snapshot, Referenced: source.Referenced, Creation: created,
+		User: map[string]string{s.props.Size: size}}
+	if source.Type == zfs.Volume {
+		row.VolSize = source.VolSize
+	}
 	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
 }
 
@@ -259,14 +282,16 @@ func (s *Server) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (
 	return &csi.GetSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
 }
 
-// csiSnapshot renders a snapshot row: always ready, sized by the data it refers to.
+// csiSnapshot renders a snapshot row: always ready, sized by what a volume
+// made from it needs (Kubernetes' restoreSize), usable on this node only.
 func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
 	dataset, _, _ := strings.Cut(row.Name, "@")
 	return &csi.Snapshot{
-		SnapshotId:     driver.SnapshotID(s.cfg.NodeID, row.Name),
-		SourceVolumeId: driver.VolumeID(s.cfg.NodeID, dataset),
-		SizeBytes:      int64(row.Referenced),
-		CreationTime:   timestamppb.New(row.Creation),
-		ReadyToUse:     true,
+		SnapshotId:         driver.SnapshotID(s.cfg.NodeID, row.Name),
+		SourceVolumeId:     driver.VolumeID(s.cfg.NodeID, dataset),
+		SizeBytes:          int64(s.restoreSize(row, nil)),
+		CreationTime:       timestamppb.New(row.Creation),
+		ReadyToUse:         true,
+		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func TestSnapshots(t *testing.T) {
-	t.Run("a snapshot costs one list and one zfs snapshot and is ready at once", func(t *testing.T) {
+	t.Run("a snapshot costs one list and one zfs snapshot, is ready at once and is sized for a restore", func(t *testing.T) {
 		h := newHarness(t)
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
 		if err := h.fake.Write(datasetOf(t, volume.GetVolumeId()), 7<<20); err != nil {
@@ -26,12 +26,13 @@ func TestSnapshots(t *testing.T) {
 		if calls := h.fake.TotalCalls(); calls != 2 {
 			t.Errorf("ran %d commands, want 2: %v", calls, h.fake.Calls())
 		}
-		if !snapshot.GetReadyToUse() || snapshot.GetSizeBytes() != 7<<20 || snapshot.GetSourceVolumeId() != volume.GetVolumeId() ||
+		// size_bytes is what a restore needs (the volume's size), not the 7 MiB written.
+		if !snapshot.GetReadyToUse() || snapshot.GetSizeBytes() != 1<<30 || snapshot.GetSourceVolumeId() != volume.GetVolumeId() ||
 			snapshot.GetCreationTime() == nil {
 			t.Errorf("snapshot %v", snapshot)
 		}
 		got, err := h.server.GetSnapshot(context.Background(), &csi.GetSnapshotRequest{SnapshotId: snapshot.GetSnapshotId()})
-		if err != nil || got.GetSnapshot().GetSizeBytes() != 7<<20 || !got.GetSnapshot().GetCreationTime().IsValid() {
+		if err != nil || got.GetSnapshot().GetSizeBytes() != 1<<30 || !got.GetSnapshot().GetCreationTime().IsValid() {
 			t.Errorf("GetSnapshot: %v, %v", got, err)
 		}
 	})

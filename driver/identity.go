@@ -5,6 +5,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -26,6 +28,10 @@ func NewIdentity(cfg Config, log zerolog.Logger, ready func(context.Context) err
 	}
 	capabilities := []*csi.PluginCapability{service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)}
 	if withController {
+		// Snapshots carry their node as accessible_topology.
+		capabilities = append(capabilities, service(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS))
+	}
+	if withController {
 		capabilities = append(capabilities, service(csi.PluginCapability_Service_CONTROLLER_SERVICE),
 			&csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
 				VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})
@@ -43,16 +49,17 @@ func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: i.capabilities}, nil
 }
 
-// Probe implements csi.IdentityServer: not ready while a parent dataset is
-// missing or its pool cannot serve I/O. The reason goes to the log, since
-// the response has no room for it.
+// Probe implements csi.IdentityServer. A parent dataset that is missing or a
+// pool that cannot serve I/O is the spec's "plugin not healthy":
+// FAILED_PRECONDITION with the reason (ready=false would mean "still
+// initializing", which the daemon never is once it serves).
 func (i *Identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	if err := i.ready(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		i.log.Warn().Err(err).Msg("probe: not ready")
-		return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil
+		i.log.Warn().Err(err).Msg("probe: not healthy")
+		return nil, status.Errorf(codes.FailedPrecondition, "not healthy: %v", err)
 	}
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }

@@ -141,6 +141,17 @@ func (f *Fake) Write(name string, bytes uint64) error {
 	return nil
 }
 
+// Property reads a native or user property as it applies to a dataset (set
+// there or inherited), "" when unset.
+func (f *Fake) Property(name, key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.datasets[name]; ok {
+		return f.inherited(d, key)
+	}
+	return ""
+}
+
 // Exists reports whether a dataset or snapshot exists.
 func (f *Fake) Exists(name string) bool {
 	f.mu.Lock()
@@ -310,7 +321,7 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) er
 		if len(d.clones) > 0 || d.holds > 0 {
 			if !opts.Defer {
 				if d.holds > 0 {
-					return f.fail("destroy", name, ErrBusy) // what zfs says of a held snapshot
+					return f.fail("destroy", name, ErrHeld)
 				}
 				return f.fail("destroy", name, ErrHasDependents)
 			}

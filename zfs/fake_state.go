@@ -217,8 +217,7 @@ func copyProps(props map[string]string) map[string]string {
 
 func (d *fakeDataset) sizeProp(key string) uint64 {
 	if key == "refreservation" && d.props[key] == "auto" {
-		copies, _ := strconv.ParseUint(d.props["copies"], 10, 64)
-		return ThickReservation(d.volSize, d.volBlockSize(), copies)
+		return ThickReservation(d.volSize, d.volBlockSize())
 	}
 	value, _ := strconv.ParseUint(d.props[key], 10, 64)
 	return value
