@@ -28,6 +28,8 @@ const nodeID = "e2e-node"
 type driverProcess struct {
 	t          *testing.T
 	cmd        *exec.Cmd
+	binary     string
+	args       []string
 	socket     string
 	parent     string
 	logPath    string
@@ -86,8 +88,11 @@ func (d *driverProcess) start(binary string, args []string) {
 	}
 	argv := append([]string{"--endpoint", "unix://" + d.socket, "--node-id", nodeID, "--parent-dataset", d.parent,
 		"--log-level", "debug", "--reap-interval", "2s"}, args...)
+	d.binary, d.args = binary, args
 	d.cmd = exec.Command(binary, argv...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	// Its own process group: killHard ends it with every zfs it started.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
