@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -112,7 +113,8 @@ func largestThickZvol(available, volBlockSize uint64) uint64 {
 }
 
 // ValidateVolumeCapabilities implements csi.ControllerServer: capabilities are
-// confirmed when this volume's kind serves them all.
+// confirmed when this volume's kind serves them all; parameters and context,
+// when given, only when they are the ones the volume was made with.
 func (s *Server) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	switch {
 	case req.GetVolumeId() == "":
@@ -129,12 +131,34 @@ func (s *Server) ValidateVolumeCapabilities(ctx context.Context, req *csi.Valida
 			return &csi.ValidateVolumeCapabilitiesResponse{Message: problem}, nil
 		}
 	}
+	if problem := s.creationMismatch(row, req); problem != "" {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: problem}, nil
+	}
 	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
 		VolumeContext:      req.GetVolumeContext(),
 		VolumeCapabilities: req.GetVolumeCapabilities(),
 		Parameters:         req.GetParameters(),
 		MutableParameters:  req.GetMutableParameters(),
 	}}, nil
+}
+
+// creationMismatch explains why a request's parameters or volume context are
+// not this volume's, or is "".
+func (s *Server) creationMismatch(row zfs.Dataset, req *csi.ValidateVolumeCapabilitiesRequest) string {
+	if len(req.GetParameters())+len(req.GetMutableParameters()) > 0 {
+		if _, err := parseCreateParams(s.cfg, s.props, req.GetParameters(), req.GetMutableParameters(), row.Type == zfs.Volume); err != nil {
+			return status.Convert(err).Message()
+		}
+		if fingerprint(req.GetParameters(), req.GetMutableParameters()) != row.User[s.props.ParamsHash] {
+			return "the parameters are not the ones the volume was created with"
+		}
+	}
+	for key, want := range s.csiVolume(row).GetVolumeContext() {
+		if got, given := req.GetVolumeContext()[key]; given && got != want {
+			return fmt.Sprintf("volume context %s=%q, the volume's is %q", key, got, want)
+		}
+	}
+	return ""
 }
 
 // capabilityMismatch explains why a volume cannot serve a capability, or is "".

@@ -320,3 +320,31 @@ func TestAMissingParentIsAPreconditionNotAMissingSource(t *testing.T) {
 		t.Errorf("got %v, want FAILED_PRECONDITION", err)
 	}
 }
+
+func TestValidateVolumeCapabilitiesConfirmsOnlyWhatItChecked(t *testing.T) {
+	h := newHarness(t)
+	req := createRequest("v", 1<<30, mountCapability(""))
+	req.Parameters = map[string]string{"zfs.compression": "lz4"}
+	volume := h.create(req)
+	validate := func(parameters, volumeContext map[string]string) *csi.ValidateVolumeCapabilitiesResponse {
+		response, err := h.server.ValidateVolumeCapabilities(context.Background(), &csi.ValidateVolumeCapabilitiesRequest{
+			VolumeId: volume.GetVolumeId(), VolumeCapabilities: []*csi.VolumeCapability{mountCapability("")},
+			Parameters: parameters, VolumeContext: volumeContext})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return response
+	}
+	if validate(req.Parameters, volume.GetVolumeContext()).GetConfirmed() == nil {
+		t.Error("the volume's own parameters and context were not confirmed")
+	}
+	for name, response := range map[string]*csi.ValidateVolumeCapabilitiesResponse{
+		"other parameters":         validate(map[string]string{"zfs.compression": "zstd"}, nil),
+		"invalid parameters":       validate(map[string]string{"bogus": "1"}, nil),
+		"another volume's context": validate(nil, map[string]string{"kind": "zvol"}),
+	} {
+		if response.GetConfirmed() != nil || response.GetMessage() == "" {
+			t.Errorf("%s: confirmed %v, message %q", name, response.GetConfirmed(), response.GetMessage())
+		}
+	}
+}

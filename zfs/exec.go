@@ -37,7 +37,16 @@ type ExecConfig struct {
 	// and its error (nil on success). Calls may come from several goroutines
 	// at once.
 	OnCommand func(subcommand string, d time.Duration, err error)
+	// CommandTimeout bounds a command whose caller's context has no
+	// deadline (the reaper, metrics, operator reads): no command runs
+	// unbounded. 0 means DefaultCommandTimeout.
+	CommandTimeout time.Duration
 }
+
+// DefaultCommandTimeout is ExecConfig.CommandTimeout's default: far longer
+// than any listing of a pool takes, short enough that a command stuck in
+// the kernel gives its caller (and the caller's lock) back.
+const DefaultCommandTimeout = 10 * time.Minute
 
 // Exec implements Interface by running the zfs and zpool commands: argv only,
 // never a shell, LC_ALL=C so that stderr can be classified, and the caller's
@@ -61,7 +70,18 @@ func NewExec(cfg ExecConfig) *Exec {
 	if cfg.ZpoolPath == "" {
 		cfg.ZpoolPath = "zpool"
 	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
 	return &Exec{cfg: cfg}
+}
+
+// bound gives ctx the default deadline when it has none.
+func (e *Exec) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, e.cfg.CommandTimeout)
 }
 
 // Create runs `zfs create [-s] [-V volsize] -o k=v … name`. It never passes
@@ -152,6 +172,8 @@ func (e *Exec) Copy(ctx context.Context, snapshot, name string, properties map[s
 	if err != nil {
 		return err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	pipeCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	send := e.command(pipeCtx, []string{e.cfg.ZFSPath, "send", snapshot})
@@ -229,6 +251,8 @@ func (e *Exec) zfs(ctx context.Context, args ...string) ([]byte, error) {
 // returns stdout, and stdout also when the command fails (List needs the rows
 // zfs printed before complaining about a missing root).
 func (e *Exec) run(ctx context.Context, argv []string) ([]byte, error) {
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	p := e.command(ctx, argv)
 	var stdout bytes.Buffer
 	p.cmd.Stdout = &stdout
@@ -262,11 +286,35 @@ func (e *Exec) start(p *process) error {
 	return nil
 }
 
+// abandonDelay is how long wait waits for a command to exit after its
+// context ended: SIGTERM, SIGKILL killDelay later, and as long again for the
+// kernel to let it go.
+const abandonDelay = 2 * killDelay
+
 // wait waits for a started command and turns its end into this package's
 // error: the caller's context error if ctx ended, a *CommandError if the
 // command exited non-zero, nil on success.
+//
+// A zfs command blocked in the kernel (an ioctl on a suspended pool) does
+// not die of SIGKILL until the kernel lets it go. wait gives up on it
+// abandonDelay after ctx ended and returns the context's error, so that
+// its caller (holding a volume's lock) is not wedged with it; a goroutine
+// reaps the process whenever it ends.
 func (e *Exec) wait(ctx context.Context, p *process) error {
-	err := p.cmd.Wait()
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-ctx.Done():
+		select {
+		case err = <-exited:
+		case <-time.After(abandonDelay):
+			err = fmt.Errorf("%s: %w (it did not exit after SIGKILL and was left behind: stuck in the kernel?)", commandName(p.argv), ctx.Err())
+			e.report(p, err)
+			return err
+		}
+	}
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:

@@ -383,3 +383,16 @@ func TestCopyStopsBothSidesWhenTheContextEnds(t *testing.T) {
 		t.Errorf("Copy returned after %v, no sooner than the sleep would have ended", took)
 	}
 }
+
+func TestACommandWithoutADeadlineGetsOne(t *testing.T) {
+	fake := newFakeZFS(t)
+	fake.set("zfs.list", "sleep", "30")
+	begin := time.Now()
+	_, err := NewExec(ExecConfig{CommandTimeout: 200 * time.Millisecond}).List(context.Background(), ListOptions{Roots: []string{"tank/csi"}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(begin); took >= 30*time.Second {
+		t.Errorf("List returned after %v: the command ran unbounded", took)
+	}
+}

@@ -185,6 +185,8 @@ func (e *Exec) program(ctx context.Context, label, script, target string, args .
 	}
 	// "--" first: glibc's getopt would otherwise take any later argument
 	// that looks like an option ("-n", a dry run) or a "--" for itself.
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	argv := append([]string{e.cfg.ZFSPath, "program", "-j", "--", PoolOf(target), "-"}, args...)
 	p := e.command(ctx, argv)
 	p.label = "program " + label
