@@ -43,9 +43,6 @@ type fakeDataset struct {
 	holds        int // user holds (zfs hold), snapshots only
 }
 
-// defaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
-// divides it, so sizes rounded to it are valid on both.
-const defaultVolBlockSize = 16 << 10
 
 // NewFake returns a Fake holding the given pools (name → size in bytes), each
 // with its root filesystem, ONLINE.

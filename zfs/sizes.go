@@ -1,5 +1,9 @@
 package zfs
 
+// defaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
+// divides it, so sizes rounded to it are valid on both.
+const defaultVolBlockSize = 16 << 10
+
 // ThickReservation is the refreservation ZFS gives a thick (non-sparse) zvol
 // of volsize bytes, as `refreservation=auto` computes it on a pool without
 // raidz (libzfs zvol_volsize_to_reservation): the data plus room for every
