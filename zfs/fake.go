@@ -43,7 +43,6 @@ type fakeDataset struct {
 	holds        int // user holds (zfs hold), snapshots only
 }
 
-
 // NewFake returns a Fake holding the given pools (name → size in bytes), each
 // with its root filesystem, ONLINE.
 func NewFake(pools map[string]uint64) *Fake {
