@@ -53,14 +53,7 @@ func flagBits(flags []string) (uintptr, error) {
 	return bits, nil
 }
 
-func (h *hostMounter) Mounts() ([]MountInfo, error) {
-	file, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	return ParseMountInfo(file)
-}
+func (h *hostMounter) Mounts() ([]MountInfo, error) { return ReadMountInfo("/proc/self/mountinfo") }
 
 func (h *hostMounter) Mount(source, target, fsType string, flags, data []string) error {
 	bits, err := flagBits(flags)

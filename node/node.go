@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -152,71 +151,21 @@ func (s *Server) lock(volume volumeRef) (func(), error) {
 // openVolume is how the calls that change a volume's mounts begin: check
 // the ID, take the lock, and prepare the recognition of its mounts. The
 // caller releases the lock.
-func (s *Server) openVolume(volumeID string) (volumeRef, volumeMounts, func(), error) {
+func (s *Server) openVolume(volumeID string) (volumeRef, VolumeMounts, func(), error) {
 	volume, err := s.parseVolume(volumeID)
 	if err != nil {
-		return volumeRef{}, volumeMounts{}, nil, err
+		return volumeRef{}, VolumeMounts{}, nil, err
 	}
 	release, err := s.lock(volume)
 	if err != nil {
-		return volumeRef{}, volumeMounts{}, nil, err
+		return volumeRef{}, VolumeMounts{}, nil, err
 	}
 	recognise, err := s.mountsOf(volume)
 	if err != nil {
 		release()
-		return volumeRef{}, volumeMounts{}, nil, err
+		return volumeRef{}, VolumeMounts{}, nil, err
 	}
 	return volume, recognise, release, nil
-}
-
-// volumeMounts recognises a volume's mounts in the mount table.
-type volumeMounts struct {
-	dataset string
-	link    string // /dev/zvol/<dataset>
-	device  string // the node the link resolves to (/dev/zd0), "" when there is none
-}
-
-// mountsOf prepares the recognition of a volume's mounts; it resolves the
-// zvol link, which a dataset does not have.
-func (s *Server) mountsOf(volume volumeRef) (volumeMounts, error) {
-	device, err := s.mounter.ResolveDevice(volume.devicePath())
-	if errors.Is(err, ErrNoDevice) {
-		device, err = "", nil
-	}
-	return volumeMounts{dataset: volume.dataset, link: volume.devicePath(), device: device}, err
-}
-
-// owns reports whether a mount shows this volume: the dataset itself, a
-// filesystem on the zvol (btrfs reports the path it was mounted with, the
-// others the device node), or the zvol's device node bind-mounted from /dev.
-func (v volumeMounts) owns(mount MountInfo) bool {
-	switch {
-	case mount.FSType == "zfs":
-		return mount.Source == v.dataset
-	case v.device == "":
-		return false
-	case mount.Source == v.device || mount.Source == v.link:
-		return mount.Root == "/"
-	default:
-		return v.isDeviceBind(mount)
-	}
-}
-
-// isDeviceBind reports whether a mount is the zvol's device node itself.
-func (v volumeMounts) isDeviceBind(mount MountInfo) bool {
-	return v.device != "" && mount.Root == "/"+filepath.Base(v.device) && mount.FSType == "devtmpfs"
-}
-
-// others are the volume's mounts outside the given paths: its other
-// publishes (and any mount an operator made).
-func (v volumeMounts) others(mounts []MountInfo, except ...string) []MountInfo {
-	var found []MountInfo
-	for _, mount := range mounts {
-		if v.owns(mount) && !contains(except, mount.MountPoint) {
-			found = append(found, mount)
-		}
-	}
-	return found
 }
 
 // lookupVolume reads the volume from ZFS (one zfs list) and enforces the
@@ -323,4 +272,27 @@ func invalid(format string, args ...any) error {
 
 func volumeNotFound(volumeID, reason string) error {
 	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", volumeID, reason)
+}
+
+// mountsOf prepares the recognition of a volume's mounts; it resolves the
+// zvol link, which a dataset does not have.
+func (s *Server) mountsOf(volume volumeRef) (VolumeMounts, error) {
+	device, err := s.mounter.ResolveDevice(volume.devicePath())
+	if errors.Is(err, ErrNoDevice) {
+		device, err = "", nil
+	}
+	return VolumeMounts{Dataset: volume.dataset, Link: volume.devicePath(), Device: device}, err
+}
+
+// otherPublishes are the mounts of the whole volume outside the given paths:
+// its other publishes (and any mount an operator made). Binds of a directory
+// in the volume (kubelet's subPath) are views into a publish, not publishes.
+func otherPublishes(recognise VolumeMounts, mounts []MountInfo, except ...string) []MountInfo {
+	var found []MountInfo
+	for _, mount := range mounts {
+		if recognise.Shows(mount) && whole(mount) && !contains(except, mount.MountPoint) {
+			found = append(found, mount)
+		}
+	}
+	return found
 }

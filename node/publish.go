@@ -60,7 +60,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
-	others := recognise.others(mounts, staging, filepath.Join(staging, blockStagingFile), target)
+	others := otherPublishes(recognise, mounts, staging, filepath.Join(staging, blockStagingFile), target)
 	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		return nil, err
 	}
 	if block {
-		if err := s.setDeviceReadOnly(recognise.device, options.readOnly()); err != nil {
+		if err := s.setDeviceReadOnly(recognise.Device, options.readOnly()); err != nil {
 			s.undoPublish(target)
 			return nil, err
 		}
@@ -89,7 +89,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 
 // checkPublished looks at what is mounted at the target: nothing (false),
 // this volume as asked (true), or something else (ALREADY_EXISTS).
-func checkPublished(mounts []MountInfo, recognise volumeMounts, target string, block bool, options mountOptions) (bool, error) {
+func checkPublished(mounts []MountInfo, recognise VolumeMounts, target string, block bool, options mountOptions) (bool, error) {
 	existing := mountAt(mounts, target)
 	if existing == nil {
 		return false, nil
@@ -97,8 +97,8 @@ func checkPublished(mounts []MountInfo, recognise volumeMounts, target string, b
 	conflict := func(format string, args ...any) (bool, error) {
 		return false, status.Errorf(codes.AlreadyExists, "target path %s: "+format, append([]any{target}, args...)...)
 	}
-	switch published := recognise.isDeviceBind(*existing); {
-	case !recognise.owns(*existing):
+	switch published := recognise.IsDeviceBind(*existing); {
+	case !recognise.Shows(*existing):
 		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
 	case published != block:
 		return conflict("the volume is published for %s access, the request asks for %s", accessName(published), accessName(block))
@@ -111,17 +111,17 @@ func checkPublished(mounts []MountInfo, recognise volumeMounts, target string, b
 
 // stagedSource finds where the volume is staged, checks that the staged
 // volume serves the capability, and returns the path to bind from.
-func stagedSource(mounts []MountInfo, recognise volumeMounts, volume volumeRef, staging string, capability *csi.VolumeCapability,
+func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, staging string, capability *csi.VolumeCapability,
 	volumeContext map[string]string) (string, error) {
 	source := staging
 	if capability.GetBlock() != nil {
 		source = filepath.Join(staging, blockStagingFile)
 	}
 	staged := mountAt(mounts, source)
-	if staged == nil || !recognise.owns(*staged) {
+	if staged == nil || !recognise.Shows(*staged) {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
 	}
-	if recognise.isDeviceBind(*staged) {
+	if recognise.IsDeviceBind(*staged) {
 		// A raw block staging does not tell whether the zvol has a
 		// filesystem; the volume_context may, and block access serves both.
 		return source, checkContext(volumeContext, driver.KindZvol, "")
@@ -231,7 +231,7 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	if err != nil {
 		return nil, err
 	}
-	if removed != nil && recognise.isDeviceBind(*removed) && removed.ReadOnly() {
+	if removed != nil && recognise.IsDeviceBind(*removed) && removed.ReadOnly() {
 		if err := s.releaseReadOnlyDevice(recognise); err != nil {
 			return nil, err
 		}
@@ -247,17 +247,17 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 
 // releaseReadOnlyDevice clears the zvol's read-only flag once its last
 // read-only raw block publish is gone.
-func (s *Server) releaseReadOnlyDevice(recognise volumeMounts) error {
+func (s *Server) releaseReadOnlyDevice(recognise VolumeMounts) error {
 	mounts, err := s.mounter.Mounts()
 	if err != nil {
 		return err
 	}
 	for _, mount := range mounts {
-		if recognise.isDeviceBind(mount) && mount.ReadOnly() {
+		if recognise.IsDeviceBind(mount) && mount.ReadOnly() {
 			return nil
 		}
 	}
-	return s.setDeviceReadOnly(recognise.device, false)
+	return s.setDeviceReadOnly(recognise.Device, false)
 }
 
 func intersect(list, allowed []string) []string {

@@ -75,7 +75,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 // checkStaged looks at what is mounted at the staging path: nothing (false),
 // this volume as asked (true), or something else (ALREADY_EXISTS, the
 // spec's code for a staged volume that is incompatible with the request).
-func checkStaged(mounts []MountInfo, recognise volumeMounts, staging string, capability *csi.VolumeCapability, options mountOptions) (bool, error) {
+func checkStaged(mounts []MountInfo, recognise VolumeMounts, staging string, capability *csi.VolumeCapability, options mountOptions) (bool, error) {
 	fsMount := mountAt(mounts, staging)
 	blockMount := mountAt(mounts, filepath.Join(staging, blockStagingFile))
 	existing := fsMount
@@ -88,9 +88,9 @@ func checkStaged(mounts []MountInfo, recognise volumeMounts, staging string, cap
 	conflict := func(format string, args ...any) (bool, error) {
 		return false, status.Errorf(codes.AlreadyExists, "staging path %s: "+format, append([]any{staging}, args...)...)
 	}
-	block := recognise.isDeviceBind(*existing)
+	block := recognise.IsDeviceBind(*existing)
 	switch {
-	case !recognise.owns(*existing):
+	case !recognise.Shows(*existing):
 		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
 	case block != (capability.GetBlock() != nil):
 		return conflict("the volume is staged for %s access, the request asks for %s", accessName(block), accessName(!block))
@@ -228,7 +228,7 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 
 // unmountAll unmounts the volume's mounts stacked at path, refusing to touch
 // a mount of anything else. It returns the last mount it removed, if any.
-func (s *Server) unmountAll(recognise volumeMounts, path string) (*MountInfo, error) {
+func (s *Server) unmountAll(recognise VolumeMounts, path string) (*MountInfo, error) {
 	var removed *MountInfo
 	for range maxStackedMounts {
 		mounts, err := s.mounter.Mounts()
@@ -239,7 +239,7 @@ func (s *Server) unmountAll(recognise volumeMounts, path string) (*MountInfo, er
 		if mount == nil {
 			return removed, nil
 		}
-		if !recognise.owns(*mount) {
+		if !recognise.Shows(*mount) {
 			return removed, status.Errorf(codes.FailedPrecondition,
 				"%s holds a mount of something else (%s from %s, root %s); it is left alone", path, mount.FSType, mount.Source, mount.Root)
 		}
