@@ -194,6 +194,7 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 	if err := checkDir(target); err != nil {
 		return err
 	}
+	target = kernelPath(target, true)
 	known, ok := fakeDataOptions[fsType]
 	if !ok {
 		return &os.PathError{Op: "mount " + fsType, Path: target, Err: unix.ENODEV}
@@ -298,6 +299,7 @@ func (f *FakeMounter) Bind(source, target string) error {
 	if _, err := os.Stat(target); err != nil {
 		return err
 	}
+	source, target = kernelPath(source, true), kernelPath(target, true)
 	if device := f.device(source); device != nil {
 		f.add(MountInfo{Root: "/" + filepath.Base(device.node), MountPoint: target, Options: []string{"rw", "nosuid", "relatime"},
 			FSType: "devtmpfs", Source: "udev", SuperOptions: []string{"rw"}})
@@ -321,7 +323,7 @@ func (f *FakeMounter) Bind(source, target string) error {
 func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, target)
+	mount := mountAt(f.mounts, kernelPath(target, true))
 	if mount == nil {
 		return &os.PathError{Op: "remount bind", Path: target, Err: unix.EINVAL}
 	}
@@ -329,11 +331,12 @@ func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	return nil
 }
 
-// Unmount implements Mounter.
+// Unmount implements Mounter, as umount2(UMOUNT_NOFOLLOW) does: a symbolic
+// link at target itself is not followed.
 func (f *FakeMounter) Unmount(target string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, target)
+	mount := mountAt(f.mounts, kernelPath(target, false))
 	if mount == nil {
 		return &os.PathError{Op: "unmount", Path: target, Err: unix.EINVAL}
 	}
@@ -431,7 +434,7 @@ func (f *FakeMounter) Resize(ctx context.Context, fsType, device, mountPath stri
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	found := f.device(device)
-	mount := mountAt(f.mounts, mountPath)
+	mount := mountAt(f.mounts, kernelPath(mountPath, true))
 	switch {
 	case found == nil || found.fsType != fsType:
 		return fmt.Errorf("resizing %s on %s: no such filesystem", fsType, device)
@@ -459,7 +462,7 @@ func (f *FakeMounter) boundDevice(path string) (*fakeDevice, error) {
 	if device := f.device(path); device != nil {
 		return device, nil
 	}
-	if mount := mountAt(f.mounts, path); mount != nil && mount.FSType == "devtmpfs" {
+	if mount := mountAt(f.mounts, kernelPath(path, true)); mount != nil && mount.FSType == "devtmpfs" {
 		if device := f.device("/dev" + mount.Root); device != nil {
 			return device, nil
 		}
@@ -497,7 +500,7 @@ const fakeDatasetBytes = 1 << 30
 func (f *FakeMounter) Statfs(path string) (FSStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, path)
+	mount := mountAt(f.mounts, kernelPath(path, true))
 	switch {
 	case mount == nil:
 		return FSStats{}, fmt.Errorf("statfs %s: the fake knows only mount points", path)
@@ -511,6 +514,24 @@ func (f *FakeMounter) Statfs(path string) (FSStats, error) {
 	}
 	return FSStats{TotalBytes: device.fsSize, AvailableBytes: device.fsSize - 1<<20, UsedBytes: 1 << 20,
 		TotalInodes: device.fsSize >> 14, FreeInodes: device.fsSize>>14 - 11, UsedInodes: 11}, nil
+}
+
+// kernelPath is path as the kernel resolves it and shows it in the mount
+// table: every symbolic link followed, the last one only when followLast
+// (mount(2) follows it, umount2 with UMOUNT_NOFOLLOW does not). A path that
+// does not resolve is left as it is.
+func kernelPath(path string, followLast bool) string {
+	path = filepath.Clean(path)
+	if followLast {
+		if resolved, err := filepath.EvalSymlinks(path); err == nil {
+			return resolved
+		}
+		return path
+	}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		return filepath.Join(parent, filepath.Base(path))
+	}
+	return path
 }
 
 func checkDir(path string) error {

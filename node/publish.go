@@ -35,7 +35,14 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if req.GetStagingTargetPath() == "" {
 		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the volume must be staged first")
 	}
-	target, staging := filepath.Clean(req.GetTargetPath()), filepath.Clean(req.GetStagingTargetPath())
+	target, err := hostPath("target_path", req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
 	if req.GetReadonly() {
 		options = options.withReadOnly()
 	}
@@ -226,7 +233,10 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 		return nil, err
 	}
 	defer release()
-	target := filepath.Clean(req.GetTargetPath())
+	target, err := hostPath("target_path", req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
 	removed, err := s.unmountAll(recognise, target)
 	if err != nil {
 		return nil, err

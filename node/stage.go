@@ -38,7 +38,10 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		return nil, err
 	}
 	defer release()
-	staging := filepath.Clean(req.GetStagingTargetPath())
+	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
 	mounts, err := s.mounter.Mounts()
 	if err != nil {
 		return nil, err
@@ -135,7 +138,10 @@ func (s *Server) stageBlock(ctx context.Context, volume volumeRef, staging strin
 	if err != nil {
 		return err
 	}
-	file := filepath.Join(staging, blockStagingFile)
+	file, err := hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	if err != nil {
+		return err
+	}
 	if err := createFile(file); err != nil {
 		return err
 	}
@@ -213,8 +219,14 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 		return nil, err
 	}
 	defer release()
-	staging := filepath.Clean(req.GetStagingTargetPath())
-	file := filepath.Join(staging, blockStagingFile)
+	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	file, err := hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	if err != nil {
+		return nil, err
+	}
 	for _, path := range []string{file, staging} {
 		if _, err := s.unmountAll(recognise, path); err != nil {
 			return nil, err

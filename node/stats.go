@@ -52,7 +52,10 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 // directory. A path that does not exist, or holds no mount of this volume,
 // is NOT_FOUND.
 func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, VolumeMounts, error) {
-	path = filepath.Clean(path)
+	path, err := hostPath("volume_path", path)
+	if err != nil {
+		return MountInfo{}, VolumeMounts{}, err
+	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return MountInfo{}, VolumeMounts{}, status.Errorf(codes.NotFound, "%s does not exist", path)
 	} else if err != nil {
