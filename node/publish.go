@@ -82,7 +82,11 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
-	if err := s.bind(source, target, options); err != nil {
+	flags := options.mountFlags()
+	if block {
+		flags = options.set
+	}
+	if err := s.bind(source, target, flags); err != nil {
 		return nil, err
 	}
 	if block {
@@ -187,16 +191,16 @@ func checkOtherPublishes(capability *csi.VolumeCapability, others []MountInfo, b
 // bind bind-mounts source onto target and applies the per-mount flags; a
 // bind mount inherits its source's flags, and takes new ones only by a
 // remount. If the remount fails the bind mount is taken back.
-func (s *Server) bind(source, target string, options mountOptions) error {
+func (s *Server) bind(source, target string, flags []string) error {
 	if err := s.mounter.Bind(source, target); err != nil {
 		return err
 	}
-	if len(options.set) == 0 {
+	if len(flags) == 0 {
 		return nil
 	}
-	if err := s.mounter.RemountBind(target, options.set); err != nil {
+	if err := s.mounter.RemountBind(target, flags); err != nil {
 		s.undoPublish(target)
-		return fmt.Errorf("applying %v to the bind mount at %s: %w", options.set, target, err)
+		return fmt.Errorf("applying %v to the bind mount at %s: %w", flags, target, err)
 	}
 	return nil
 }

@@ -65,7 +65,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	case capability.GetBlock() != nil:
 		err = s.stageBlock(ctx, volume, staging)
 	case kind == driver.KindDataset:
-		err = s.mounter.Mount(volume.dataset, staging, "zfs", options.set, options.data)
+		err = s.mounter.Mount(volume.dataset, staging, "zfs", options.mountFlags(), options.data)
 	default:
 		err = s.stageFormatted(ctx, volume, row, staging, fsType, options)
 	}
@@ -161,7 +161,8 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 		// A clone carries its origin's UUID, which XFS refuses to mount twice.
 		data = append(append([]string{}, data...), "nouuid")
 	}
-	mountErr := s.mounter.Mount(device, staging, fsType, options.set, data)
+	mount := func() error { return s.mounter.Mount(device, staging, fsType, options.mountFlags(), data) }
+	mountErr := mount()
 	if mountErr == nil {
 		return nil
 	}
@@ -176,7 +177,7 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 		if err := s.mounter.NewUUID(ctx, fsType, device); err != nil {
 			return fmt.Errorf("mounting %s failed (%v), and so did giving it a new UUID: %w", device, mountErr, err)
 		}
-		return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
+		return mountRefused(mount(), options)
 	case found == fsType:
 		return mountRefused(mountErr, options)
 	case found != "":
@@ -190,7 +191,7 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 	if err := s.mounter.Format(ctx, device, fsType); err != nil {
 		return err
 	}
-	return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
+	return mountRefused(mount(), options)
 }
 
 // madeFromSource reports whether a volume was cloned or copied from another.

@@ -301,6 +301,21 @@ func TestStageAppliesMountFlags(t *testing.T) {
 	}
 }
 
+func TestFilesystemMountsAreAlwaysNosuidNodev(t *testing.T) {
+	for _, fsType := range []string{"zfs", "ext4"} {
+		t.Run("a "+fsType+" volume is staged and published nosuid,nodev without asking", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.mustStageAndPublish(v)
+			for _, path := range []string{v.staging, v.target} {
+				if mount := h.mountAt(path); !mount.HasOption("nosuid") || !mount.HasOption("nodev") {
+					t.Errorf("%s is mounted %v", path, mount.Options)
+				}
+			}
+		})
+	}
+}
+
 func TestStageWaitsForTheDeviceWithADeadline(t *testing.T) {
 	h := newHarness(t)
 	v := h.volume("vol", "ext4")
