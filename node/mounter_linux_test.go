@@ -169,9 +169,9 @@ func TestKernelOddMountsDoNotBreakTheNode(t *testing.T) {
 	}
 	h := newKernelHarness(t)
 	odd := map[string]string{ // mount point → source
-		filepath.Join(h.dir, "empty-source"):      "",
-		filepath.Join(h.dir, "with space"):        "source with space",
-		filepath.Join(h.dir, "new\nline"):         "none",
+		filepath.Join(h.dir, "empty-source"):   "",
+		filepath.Join(h.dir, "with space"):     "source with space",
+		filepath.Join(h.dir, "new\nline"):      "none",
 		filepath.Join(h.dir, `back\slash	tab`): "none",
 	}
 	for path, source := range odd {
