@@ -132,13 +132,14 @@ func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, 
 	if staged == nil || !recognise.Shows(*staged) {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
 	}
-	if recognise.IsDeviceBind(*staged) {
-		// A raw block staging does not tell whether the zvol has a
-		// filesystem; the volume_context may, and block access serves both.
-		return source, checkContext(volumeContext, driver.KindZvol, "")
-	}
 	kind, fsType := driver.KindZvol, staged.FSType
-	if staged.FSType == "zfs" {
+	switch {
+	case recognise.IsDeviceBind(*staged):
+		// A raw block staging does not show whether the zvol has a
+		// filesystem (an older version of the driver staged formatted
+		// zvols so); the volume_context may.
+		fsType = volumeContext[driver.ContextFSType]
+	case staged.FSType == "zfs":
 		kind = driver.KindDataset
 	}
 	if problem := serves(kind, fsType, capability); problem != "" {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
 func TestPublishBindsFromTheStagingPath(t *testing.T) {
@@ -158,6 +160,17 @@ func TestPublishIsIdempotentAndRefusesConflicts(t *testing.T) {
 		v := h.volume("vol", "zfs")
 		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
 		v.staging = ""
+		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
+	})
+	t.Run("publishing for block access a zvol whose volume_context says it is formatted is FAILED_PRECONDITION", func(t *testing.T) {
+		// A raw block staging does not show whether the zvol has a
+		// filesystem (one staged so by an older version of the driver, say).
+		h := newHarness(t)
+		v := h.volume("vol", "block")
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+		v.context[driver.ContextFSType] = "ext4"
 		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
 	})
 	t.Run("publishing with a filesystem the staged volume does not have is FAILED_PRECONDITION", func(t *testing.T) {

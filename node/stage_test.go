@@ -267,6 +267,8 @@ func TestStageRefusesCapabilitiesTheVolumeCannotServe(t *testing.T) {
 		{"ext4 on a dataset", "zfs", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"ext4 on an xfs zvol", "xfs", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"a mount of a raw block zvol", "block", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"block access to an ext4 zvol", "ext4", blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"block access to an xfs zvol", "xfs", blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"a MULTI_NODE access mode", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER), codes.FailedPrecondition},
 		{"an unknown filesystem", "zfs", mountCapability("ntfs", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"no access mode", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_UNKNOWN), codes.InvalidArgument},
