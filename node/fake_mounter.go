@@ -30,22 +30,27 @@ type FakeMounter struct {
 	// without it any name mounts.
 	Datasets func(name string) bool
 
-	mu       sync.Mutex
-	mounts   []MountInfo
-	nextID   int
-	links    map[string]string // /dev/zvol/… → /dev/zdN
-	devices  map[string]*fakeDevice
-	nextNode int
+	mu        sync.Mutex
+	mounts    []MountInfo
+	nextID    int
+	links     map[string]string // /dev/zvol/… → /dev/zdN
+	devices   map[string]*fakeDevice
+	nextNode  int
+	interrupt bool // the next Format is cut off
 }
 
 type fakeDevice struct {
-	node     string
-	size     uint64
-	fsType   string
-	fsSize   uint64
-	uuid     string
-	readOnly bool
-	formats  int
+	node   string
+	size   uint64
+	fsType string // what blkid sees
+	fsSize uint64
+	uuid   string
+	// unfinished marks what a cut-off mkfs leaves: an XFS marked in
+	// progress (fsType xfs), or blocks blkid does not recognise (fsType "":
+	// mke2fs writes the primary superblock last, mkfs.btrfs its magic).
+	unfinished bool
+	readOnly   bool
+	formats    int
 }
 
 // NewFakeMounter returns a host with nothing mounted and no devices.
@@ -85,6 +90,26 @@ func (f *FakeMounter) FormatDevice(link, fsType, uuid string) {
 	if device := f.device(link); device != nil {
 		device.fsType, device.fsSize, device.uuid = fsType, device.size, uuid
 	}
+}
+
+// CopyFilesystem puts on a device the filesystem another holds, UUID and
+// size included, as a clone or a restore does: its blocks are the origin's,
+// whatever the size of the new device.
+func (f *FakeMounter) CopyFilesystem(from, to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	source, target := f.device(from), f.device(to)
+	if source != nil && target != nil {
+		target.fsType, target.fsSize, target.uuid, target.unfinished = source.fsType, source.fsSize, source.uuid, source.unfinished
+	}
+}
+
+// InterruptNextFormat makes the next Format stop half way, as an mkfs the
+// CO's deadline kills does.
+func (f *FakeMounter) InterruptNextFormat() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.interrupt = true
 }
 
 // Filesystem reports the filesystem on a device, its size, and how many
@@ -134,7 +159,7 @@ func (f *FakeMounter) Reboot() {
 	for _, link := range names {
 		old := devices[links[link]]
 		device := f.addDevice(link, old.size)
-		device.fsType, device.fsSize, device.uuid, device.formats = old.fsType, old.fsSize, old.uuid, old.formats
+		device.fsType, device.fsSize, device.uuid, device.formats, device.unfinished = old.fsType, old.fsSize, old.uuid, old.formats, old.unfinished
 	}
 }
 
@@ -214,6 +239,8 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.ENOENT}
 	case device.fsType != fsType:
 		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.EINVAL}
+	case device.unfinished:
+		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.EUCLEAN}
 	}
 	for _, option := range data {
 		if !knownOption(known, option) {
@@ -386,22 +413,44 @@ func (f *FakeMounter) Probe(ctx context.Context, device string) (string, error) 
 }
 
 // Format implements Mounter. Unlike mkfs.ext4 it refuses a device that has
-// a filesystem, so that a test catches a driver that would reformat.
-func (f *FakeMounter) Format(ctx context.Context, device, fsType string) error {
+// a filesystem, and unlike mkfs -f it overwrites only an unfinished one of
+// the same type, so that a test catches a driver that would reformat data.
+func (f *FakeMounter) Format(ctx context.Context, device, fsType string, overwrite bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	found := f.device(device)
 	switch {
 	case found == nil:
 		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.ENOENT}
-	case found.fsType != "":
+	case found.fsType != "" && !overwrite:
 		return fmt.Errorf("mkfs.%s %s: the device already holds %s", fsType, device, found.fsType)
+	case overwrite && (found.fsType != fsType || !found.unfinished):
+		return fmt.Errorf("mkfs.%s -f %s: the fake overwrites only an unfinished %s, the device holds %q", fsType, device, fsType, found.fsType)
 	case f.mountedDevice(found):
 		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.EBUSY}
 	}
-	found.fsType, found.fsSize, found.uuid = fsType, found.size, fmt.Sprintf("%s-%d", found.node, found.formats)
 	found.formats++
+	found.fsSize, found.uuid = found.size, fmt.Sprintf("%s-%d", found.node, found.formats)
+	if f.interrupt {
+		f.interrupt, found.unfinished, found.fsType = false, true, ""
+		if fsType == "xfs" {
+			found.fsType = "xfs"
+		}
+		return fmt.Errorf("mkfs.%s %s: %w", fsType, device, context.DeadlineExceeded)
+	}
+	found.fsType, found.unfinished = fsType, false
 	return nil
+}
+
+// Superblock implements Mounter.
+func (f *FakeMounter) Superblock(device, fsType string) (Superblock, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.device(device)
+	if found == nil || found.fsType != fsType {
+		return Superblock{}, fmt.Errorf("%s: no %s superblock", device, fsType)
+	}
+	return Superblock{Size: found.fsSize, Complete: !found.unfinished}, nil
 }
 
 // mountedDevice reports whether a device is mounted or bound anywhere. Callers hold mu.

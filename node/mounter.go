@@ -32,8 +32,12 @@ type Mounter interface {
 	ResolveDevice(path string) (string, error)
 	// Probe reports the filesystem on a device, "" when it is blank.
 	Probe(ctx context.Context, device string) (string, error)
-	// Format makes a filesystem of fsType on a blank device.
-	Format(ctx context.Context, device, fsType string) error
+	// Format makes a filesystem of fsType on a blank device, or, with
+	// overwrite, over an unfinished one of that type an interrupted mkfs
+	// left (formatArgs).
+	Format(ctx context.Context, device, fsType string, overwrite bool) error
+	// Superblock reads the superblock of the filesystem of fsType on device.
+	Superblock(device, fsType string) (Superblock, error)
 	// NewUUID gives the filesystem on an unmounted device a new identity,
 	// for clones of btrfs, which refuses to mount two devices with one UUID.
 	NewUUID(ctx context.Context, fsType, device string) error

@@ -8,12 +8,10 @@ import (
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
-	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // NodeStageVolume implements csi.NodeServer. It takes the volume's lock: it
@@ -120,16 +118,6 @@ func accessName(block bool) string {
 	return "mount"
 }
 
-// mountRefused turns the kernel's EINVAL for a filesystem that was asked
-// for options of its own into INVALID_ARGUMENT: it refused them (OpenZFS
-// ignores unknown options instead, hence zfsDataOptions).
-func mountRefused(err error, options mountOptions) error {
-	if errors.Is(err, unix.EINVAL) && len(options.data) > 0 {
-		return invalid("the kernel refused the mount options %v (the kernel log says why): %v", options.data, err)
-	}
-	return err
-}
-
 // stageBlock bind-mounts the zvol's device node onto a file in the staging
 // directory: the mark that the volume passed the ownership guard, from which
 // publish binds it on.
@@ -146,64 +134,6 @@ func (s *Server) stageBlock(ctx context.Context, volume volumeRef, staging strin
 		return err
 	}
 	return s.mounter.Bind(device, file)
-}
-
-// stageFormatted mounts a zvol's filesystem at the staging path, formatting
-// the zvol first if, and only if, it is blank. Mounting comes first: a
-// volume formatted before (the usual case) costs no probe.
-func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.Dataset, staging, fsType string, options mountOptions) error {
-	device, err := s.waitForDevice(ctx, volume)
-	if err != nil {
-		return err
-	}
-	data := options.data
-	if fsType == "xfs" && !contains(data, "nouuid") {
-		// A clone carries its origin's UUID, which XFS refuses to mount twice.
-		data = append(append([]string{}, data...), "nouuid")
-	}
-	mount := func() error { return s.mounter.Mount(device, staging, fsType, options.mountFlags(), data) }
-	mountErr := mount()
-	if mountErr == nil {
-		return nil
-	}
-	found, err := s.mounter.Probe(ctx, device)
-	switch {
-	case err != nil:
-		return fmt.Errorf("mounting %s failed (%v), and so did probing it: %w", device, mountErr, err)
-	case found == fsType && fsType == "btrfs" && errors.Is(mountErr, unix.EEXIST) && madeFromSource(row, s.props):
-		// A clone's btrfs has its origin's UUID, and btrfs takes it for
-		// another device of the origin's filesystem when that is mounted.
-		s.log.Info().Str("volume_id", volume.id).Str("device", device).Msg("giving a cloned btrfs a new UUID")
-		if err := s.mounter.NewUUID(ctx, fsType, device); err != nil {
-			return fmt.Errorf("mounting %s failed (%v), and so did giving it a new UUID: %w", device, mountErr, err)
-		}
-		return mountRefused(mount(), options)
-	case found == fsType:
-		return mountRefused(mountErr, options)
-	case found != "":
-		return status.Errorf(codes.FailedPrecondition, "volume %q should hold %s but its device %s holds %s; it is left as it is",
-			volume.id, fsType, device, found)
-	case madeFromSource(row, s.props):
-		return status.Errorf(codes.FailedPrecondition, "volume %q was made from %s but its device %s holds no filesystem; "+
-			"it is not formatted, as it may hold data written as raw blocks", volume.id, sourceOf(row, s.props), device)
-	}
-	s.log.Info().Str("volume_id", volume.id).Str("device", device).Str("fstype", fsType).Msg("formatting blank zvol")
-	if err := s.mounter.Format(ctx, device, fsType); err != nil {
-		return err
-	}
-	return mountRefused(mount(), options)
-}
-
-// madeFromSource reports whether a volume was cloned or copied from another.
-func madeFromSource(row zfs.Dataset, props driver.UserProps) bool {
-	return row.Origin != "" || row.User[props.Source] != ""
-}
-
-func sourceOf(row zfs.Dataset, props driver.UserProps) string {
-	if source := row.User[props.Source]; source != "" {
-		return source
-	}
-	return row.Origin
 }
 
 // NodeUnstageVolume implements csi.NodeServer: it unmounts whatever of the
