@@ -128,13 +128,28 @@ func required(fields ...string) error {
 	return nil
 }
 
+// idCheck says how much of a volume ID a call checks.
+type idCheck int
+
+const (
+	// ownNode: the ID must name this node. Calls that make mounts or read
+	// a volume serve only this node's volumes.
+	ownNode idCheck = iota
+	// anyNode: teardown (unpublish, unstage) works from the path and what
+	// is mounted there, whatever node the ID names: a volume staged before
+	// the node's ID changed (it defaults to the hostname) carries the old
+	// one, and its mounts must still go. The dataset must still lie under a
+	// parent dataset, and only mounts of that dataset are touched.
+	anyNode
+)
+
 // parseVolume checks a volume ID: anything this node cannot own is NOT_FOUND.
-func (s *Server) parseVolume(volumeID string) (volumeRef, error) {
+func (s *Server) parseVolume(volumeID string, check idCheck) (volumeRef, error) {
 	nodeID, dataset, err := driver.ParseVolumeID(volumeID)
 	switch {
 	case err != nil:
 		return volumeRef{}, volumeNotFound(volumeID, "it is not a volume ID of this driver")
-	case nodeID != s.cfg.NodeID:
+	case check == ownNode && nodeID != s.cfg.NodeID:
 		return volumeRef{}, volumeNotFound(volumeID, fmt.Sprintf("it lives on node %q, this is node %q", nodeID, s.cfg.NodeID))
 	case !s.cfg.OwnedDataset(dataset):
 		return volumeRef{}, volumeNotFound(volumeID, "its dataset is not under a parent dataset of this driver")
@@ -143,16 +158,17 @@ func (s *Server) parseVolume(volumeID string) (volumeRef, error) {
 }
 
 // lock takes the volume's in-flight key; a concurrent call on the same
-// volume gets ABORTED and the CO retries.
+// volume gets ABORTED and the CO retries. The key is the dataset, which IDs
+// with an old and a new node ID share.
 func (s *Server) lock(volume volumeRef) (func(), error) {
-	return s.inflight.Acquire("volume/" + volume.id)
+	return s.inflight.Acquire("volume/" + volume.dataset)
 }
 
 // openVolume is how the calls that change a volume's mounts begin: check
 // the ID, take the lock, and prepare the recognition of its mounts. The
 // caller releases the lock.
-func (s *Server) openVolume(volumeID string) (volumeRef, VolumeMounts, func(), error) {
-	volume, err := s.parseVolume(volumeID)
+func (s *Server) openVolume(volumeID string, check idCheck) (volumeRef, VolumeMounts, func(), error) {
+	volume, err := s.parseVolume(volumeID, check)
 	if err != nil {
 		return volumeRef{}, VolumeMounts{}, nil, err
 	}

@@ -51,7 +51,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		// Raw block has no mount flags; only read-only carries over.
 		options = mountOptions{set: intersect(options.set, []string{"ro"})}
 	}
-	volume, recognise, release, err := s.openVolume(req.GetVolumeId())
+	volume, recognise, release, err := s.openVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	if err := required("volume_id", req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
 		return nil, err
 	}
-	_, recognise, release, err := s.openVolume(req.GetVolumeId())
+	_, recognise, release, err := s.openVolume(req.GetVolumeId(), anyNode)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	volume, recognise, release, err := s.openVolume(req.GetVolumeId())
+	volume, recognise, release, err := s.openVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	_, recognise, release, err := s.openVolume(req.GetVolumeId())
+	_, recognise, release, err := s.openVolume(req.GetVolumeId(), anyNode)
 	if err != nil {
 		return nil, err
 	}

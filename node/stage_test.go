@@ -456,3 +456,32 @@ func TestStageAfterAnInterruptedFormat(t *testing.T) {
 		}
 	})
 }
+
+func TestTeardownAfterTheNodeIDChanged(t *testing.T) {
+	for _, fsType := range []string{"zfs", "ext4", "block"} {
+		t.Run("a "+fsType+" volume published under the old node ID is unpublished and unstaged", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.mustStageAndPublish(v)
+			cfg := h.server.cfg
+			cfg.NodeID = "node-1-renamed"
+			h.server = New(cfg, h.zfs, h.host, h.server.log, h.server.opts)
+			if err := h.unpublish(v); err != nil {
+				t.Fatalf("unpublish: %v", err)
+			}
+			if err := h.unstage(v); err != nil {
+				t.Fatalf("unstage: %v", err)
+			}
+			if len(h.host.MountTable()) != 0 {
+				t.Errorf("mounts left: %v", h.mountPoints())
+			}
+		})
+	}
+	t.Run("teardown of a dataset outside the parent datasets is still NOT_FOUND", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "zfs")
+		v.id = driver.VolumeID("node-0", "tank/vol")
+		wantCode(t, h.unpublish(v), codes.NotFound)
+		wantCode(t, h.unstage(v), codes.NotFound)
+	})
+}

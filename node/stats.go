@@ -21,7 +21,7 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 	if err := required("volume_id", req.GetVolumeId(), "volume_path", req.GetVolumePath()); err != nil {
 		return nil, err
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
+	volume, err := s.parseVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 	if req.GetCapacityRange().GetRequiredBytes() < 0 || req.GetCapacityRange().GetLimitBytes() < 0 {
 		return nil, status.Error(codes.OutOfRange, "capacity_range bytes must not be negative")
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
+	volume, err := s.parseVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
