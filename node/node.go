@@ -263,11 +263,7 @@ func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
 	if problem := driver.CapabilityProblem(capability); problem != "" {
 		return mountOptions{}, status.Error(codes.FailedPrecondition, problem)
 	}
-	fsType := capability.GetMount().GetFsType()
-	if driver.IsDatasetFSType(fsType) {
-		fsType = "zfs"
-	}
-	options, err := parseMountFlags(fsType, capability.GetMount().GetMountFlags())
+	options, err := parseMountFlags(requestedFSType(capability), capability.GetMount().GetMountFlags())
 	if err != nil {
 		return mountOptions{}, invalid("%v", err)
 	}
@@ -275,6 +271,15 @@ func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
 		options = options.withReadOnly()
 	}
 	return options, nil
+}
+
+// requestedFSType is the filesystem type a mount capability asks for, as
+// the mount table shows it: "zfs" for a dataset (fsType "" or "zfs").
+func requestedFSType(capability *csi.VolumeCapability) string {
+	if fsType := capability.GetMount().GetFsType(); !driver.IsDatasetFSType(fsType) {
+		return fsType
+	}
+	return "zfs"
 }
 
 // waitForDevice waits for the zvol's link, within the CO's deadline and the

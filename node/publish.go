@@ -60,14 +60,14 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
-	if published, err := checkPublished(mounts, recognise, target, block, options); published || err != nil {
+	others := otherPublishes(recognise, mounts, staging, filepath.Join(staging, blockStagingFile), target)
+	if published, err := checkPublished(mounts, recognise, target, capability, options, others); published || err != nil {
 		return &csi.NodePublishVolumeResponse{}, err
 	}
 	source, err := stagedSource(mounts, recognise, volume, staging, capability, req.GetVolumeContext())
 	if err != nil {
 		return nil, err
 	}
-	others := otherPublishes(recognise, mounts, staging, filepath.Join(staging, blockStagingFile), target)
 	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
 		return nil, err
 	}
@@ -99,8 +99,14 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 }
 
 // checkPublished looks at what is mounted at the target: nothing (false),
-// this volume as asked (true), or something else (ALREADY_EXISTS).
-func checkPublished(mounts []MountInfo, recognise VolumeMounts, target string, block bool, options mountOptions) (bool, error) {
+// this volume as asked (true), or something else, or this volume published
+// with other arguments (ALREADY_EXISTS, the spec's answer for T1=T2,
+// P1!=P2): another access type, filesystem type, read-only flag or mount
+// flags. The access mode of a publish is recorded nowhere (ZFS and the
+// mount table are the only state), so a request's mode is compared with
+// what it allows: the volume's other publishes must fit it.
+func checkPublished(mounts []MountInfo, recognise VolumeMounts, target string, capability *csi.VolumeCapability,
+	options mountOptions, others []MountInfo) (bool, error) {
 	existing := mountAt(mounts, target)
 	if existing == nil {
 		return false, nil
@@ -108,14 +114,20 @@ func checkPublished(mounts []MountInfo, recognise VolumeMounts, target string, b
 	conflict := func(format string, args ...any) (bool, error) {
 		return false, status.Errorf(codes.AlreadyExists, "target path %s: "+format, append([]any{target}, args...)...)
 	}
+	block := capability.GetBlock() != nil
 	switch published := recognise.IsDeviceBind(*existing); {
 	case !recognise.Shows(*existing):
 		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
 	case published != block:
 		return conflict("the volume is published for %s access, the request asks for %s", accessName(published), accessName(block))
+	case !block && existing.FSType != requestedFSType(capability):
+		return conflict("the volume is published as %s, the request asks for %s", existing.FSType, requestedFSType(capability))
 	}
 	if problem := options.mismatch(*existing); problem != "" {
 		return conflict("the volume is published but %s", problem)
+	}
+	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
+		return conflict("the volume is published, but %s", status.Convert(err).Message())
 	}
 	return true, nil
 }
@@ -160,20 +172,36 @@ func checkContext(volumeContext map[string]string, kind, fsType string) error {
 	return nil
 }
 
-// checkOtherPublishes applies the spec's table for a second publish at
-// another target: only SINGLE_NODE_MULTI_WRITER allows it. A read-only raw
-// block publish makes the whole device read-only (the kernel has no
-// read-only device node per path), so it cannot share the device with a
-// read-write publish either way round.
+// checkOtherPublishes applies the access mode to a publish beside the
+// volume's others on this node. SINGLE_NODE_MULTI_WRITER allows any number;
+// SINGLE_NODE_WRITER one read/write publish at a time, with read-only ones
+// beside it, as the mode's definition words it ("published once as
+// read/write"; the spec's table answers FAILED_PRECONDITION for any second
+// target, which this refines); SINGLE_NODE_SINGLE_WRITER and
+// SINGLE_NODE_READER_ONLY exactly one publish of any kind.
+//
+// A read-only raw block publish makes the whole device read-only (the
+// kernel has no read-only device node per path), so it cannot share the
+// device with a read-write publish either way round.
 func checkOtherPublishes(capability *csi.VolumeCapability, others []MountInfo, block, readOnly bool) error {
 	if len(others) == 0 {
 		return nil
 	}
 	paths := make([]string, 0, len(others))
+	writers := 0
 	for _, other := range others {
 		paths = append(paths, other.MountPoint)
+		if !other.ReadOnly() {
+			writers++
+		}
 	}
-	if mode := capability.GetAccessMode().GetMode(); mode != csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER {
+	switch mode := capability.GetAccessMode().GetMode(); {
+	case mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+	case mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER && (readOnly || writers == 0):
+	case mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER:
+		return status.Errorf(codes.FailedPrecondition, "access mode %s allows one read/write publish, and the volume is published "+
+			"read/write at %s", mode, strings.Join(paths, ", "))
+	default:
 		return status.Errorf(codes.FailedPrecondition, "access mode %s allows one publish, and the volume is published at %s",
 			mode, strings.Join(paths, ", "))
 	}

@@ -98,11 +98,7 @@ func checkStaged(mounts []MountInfo, recognise VolumeMounts, staging string, cap
 	case block:
 		return true, nil
 	}
-	requested := capability.GetMount().GetFsType()
-	if driver.IsDatasetFSType(requested) {
-		requested = "zfs"
-	}
-	if existing.FSType != requested {
+	if requested := requestedFSType(capability); existing.FSType != requested {
 		return conflict("the volume is staged as %s, the request asks for %s", existing.FSType, requested)
 	}
 	if problem := options.mismatch(*existing); problem != "" {
