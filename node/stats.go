@@ -52,6 +52,10 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 // directory. A path that does not exist, or holds no mount of this volume,
 // is NOT_FOUND.
 func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, VolumeMounts, error) {
+	if !filepath.IsAbs(path) {
+		// Nothing is mounted at a relative path.
+		return MountInfo{}, VolumeMounts{}, status.Errorf(codes.NotFound, "volume %q is not at %s: not an absolute path", volume.id, path)
+	}
 	path, err := hostPath("volume_path", path)
 	if err != nil {
 		return MountInfo{}, VolumeMounts{}, err
