@@ -82,8 +82,7 @@ func (f *FakeMounter) SetDeviceSize(link string, size uint64) {
 	}
 }
 
-// FormatDevice puts a filesystem on a device. A clone's data carries its
-// origin's filesystem UUID: give both the same uuid.
+// FormatDevice puts a filesystem on a device, as someone else's mkfs would.
 func (f *FakeMounter) FormatDevice(link, fsType, uuid string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -121,16 +120,6 @@ func (f *FakeMounter) Filesystem(link string) (fsType string, size uint64, forma
 		return device.fsType, device.fsSize, device.formats
 	}
 	return "", 0, 0
-}
-
-// uuidOf is the UUID of the filesystem on a device (tests copy it to clones).
-func (f *FakeMounter) uuidOf(link string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if device := f.device(link); device != nil {
-		return device.uuid
-	}
-	return ""
 }
 
 // MountTable is the mount table, oldest first.

@@ -4,11 +4,13 @@
 //
 // A ZFS dataset (mountpoint=legacy) is mounted at the staging path and
 // bind-mounted at each target; a formatted zvol is formatted on first stage
-// (only when blank), mounted at the staging path and bind-mounted likewise; a
-// raw block zvol's device node is bind-mounted onto a file in the staging
-// directory and from there onto a file at each target. A read-only publish is
-// a bind mount remounted read-only, plus the kernel's read-only flag on the
-// device for raw block.
+// (only when blank, or over what an mkfs of ours that was cut off left, see
+// mountOrFormat), mounted at the staging path (its filesystem grown to a
+// larger zvol) and bind-mounted likewise; a raw block zvol's device node is
+// bind-mounted onto a file in the staging directory and from there onto a
+// file at each target. A read-only publish is a bind mount remounted
+// read-only, plus the kernel's read-only flag on the device for raw block.
+// Paths are compared as the kernel shows them (hostPath).
 //
 // ZFS is the only state (DESIGN decision 1), and the mount table is the
 // node's: every call reads /proc/self/mountinfo to learn what is staged or
