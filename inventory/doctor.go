@@ -112,14 +112,9 @@ func (h Host) volumeFindings(props driver.UserProps, volume Volume, mounts []nod
 	return findings
 }
 
-// boundDeviceExists reports whether the device node a bind mount shows is
-// still there: the kernel marks the root of a bind whose node was removed
-// "//deleted", and the node may also simply be missing from /dev.
-func (h Host) boundDeviceExists(mount node.MountInfo) bool {
-	if strings.HasSuffix(mount.Root, "//deleted") {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(h.devDir(), deviceBindName(mount)))
+// nodeExists reports whether /dev holds a device node of that name.
+func (h Host) nodeExists(name string) bool {
+	_, err := os.Stat(filepath.Join(h.devDir(), name))
 	return err == nil
 }
 
@@ -127,11 +122,12 @@ func (h Host) boundDeviceExists(mount node.MountInfo) bool {
 // dataset under a parent that is no live volume, or a zvol device node
 // whose zvol was destroyed or deleted.
 func (h Host) staleMounts(cfg driver.Config, inv Inventory, mounts []node.MountInfo) []Finding {
-	live, deletedDevices := map[string]bool{}, map[string]bool{}
+	live, liveDevices, deletedDevices := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, volume := range inv.Volumes {
 		switch {
 		case volume.State == StateOK:
 			live[volume.Dataset] = true
+			liveDevices[filepath.Base(volume.Device)] = volume.Device != ""
 		case volume.Device != "":
 			deletedDevices[filepath.Base(volume.Device)] = true
 		}
@@ -142,13 +138,17 @@ func (h Host) staleMounts(cfg driver.Config, inv Inventory, mounts []node.MountI
 			continue
 		}
 		var problem string
+		// A bind whose node was made anew still shows the device of that
+		// name (node.VolumeMounts.IsDeviceBind); only one no live volume
+		// shows is gone.
+		name, deleted, device := node.BoundDevice(mount)
 		switch {
 		case mount.FSType == "zfs" && cfg.OwnedDataset(mount.Source) && !live[mount.Source]:
 			problem = "it shows " + mount.Source + ", which is no live volume (deleted or destroyed)"
-		case isDeviceBind(mount) && strings.HasPrefix(deviceBindName(mount), "zd") && !h.boundDeviceExists(mount):
-			problem = "it shows the device node " + deviceBindName(mount) + ", which is gone: its zvol was destroyed"
-		case isDeviceBind(mount) && deletedDevices[deviceBindName(mount)]:
-			problem = "it shows the device node " + deviceBindName(mount) + " of a volume the CO deleted"
+		case device && strings.HasPrefix(name, "zd") && !liveDevices[name] && (deleted || !h.nodeExists(name)):
+			problem = "it shows the device node " + name + ", which is gone: its zvol was destroyed"
+		case device && deletedDevices[name]:
+			problem = "it shows the device node " + name + " of a volume the CO deleted"
 		case filesystemTypes[mount.FSType] && deletedDevices[filepath.Base(mount.Source)]:
 			problem = "it shows " + mount.Source + ", the device of a volume the CO deleted"
 		default:

@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -38,15 +37,8 @@ func (h Host) devDir() string {
 	return h.DevDir
 }
 
-// Mounts reads the mount table.
-func (h Host) Mounts() ([]node.MountInfo, error) {
-	file, err := os.Open(h.mountInfoPath())
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	return node.ParseMountInfo(file)
-}
+// Mounts reads the mount table, with the node service's own parser.
+func (h Host) Mounts() ([]node.MountInfo, error) { return node.ReadMountInfo(h.mountInfoPath()) }
 
 // ZvolLink is the udev link of a zvol.
 func (h Host) ZvolLink(dataset string) string {
@@ -98,31 +90,14 @@ func (h Host) Place(inv *Inventory, mounts []node.MountInfo) {
 	}
 }
 
-// shows reports whether a mount shows a volume: the dataset itself (a
-// staging mount, or a bind mount of it), a filesystem on the zvol's device,
-// or the zvol's device node bound from /dev (raw block staging and publish).
+// shows reports whether a mount shows a volume, by the node service's own
+// rule, so that the reports and the node never disagree about a mount.
 func (h Host) shows(volume Volume, mount node.MountInfo) bool {
-	if volume.Kind != "zvol" {
-		return mount.FSType == "zfs" && mount.Source == volume.Dataset
+	recognise := node.VolumeMounts{Dataset: volume.Dataset}
+	if volume.Kind == "zvol" {
+		recognise.Link, recognise.Device = h.ZvolLink(volume.Dataset), volume.Device
 	}
-	if volume.Device == "" {
-		return false
-	}
-	if mount.Source == volume.Device || mount.Source == h.ZvolLink(volume.Dataset) {
-		return true
-	}
-	return isDeviceBind(mount) && deviceBindName(mount) == filepath.Base(volume.Device)
-}
-
-// isDeviceBind reports whether a mount is a device node bound from /dev.
-func isDeviceBind(mount node.MountInfo) bool {
-	return mount.FSType == "devtmpfs" && mount.Root != "/"
-}
-
-// deviceBindName is the name of the device node a bind mount shows. The
-// kernel appends "//deleted" once the node is gone (its zvol destroyed).
-func deviceBindName(mount node.MountInfo) string {
-	return strings.TrimPrefix(strings.TrimSuffix(mount.Root, "//deleted"), "/")
+	return recognise.Shows(mount)
 }
 
 type role int

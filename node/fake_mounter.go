@@ -30,22 +30,27 @@ type FakeMounter struct {
 	// without it any name mounts.
 	Datasets func(name string) bool
 
-	mu       sync.Mutex
-	mounts   []MountInfo
-	nextID   int
-	links    map[string]string // /dev/zvol/… → /dev/zdN
-	devices  map[string]*fakeDevice
-	nextNode int
+	mu        sync.Mutex
+	mounts    []MountInfo
+	nextID    int
+	links     map[string]string // /dev/zvol/… → /dev/zdN
+	devices   map[string]*fakeDevice
+	nextNode  int
+	interrupt bool // the next Format is cut off
 }
 
 type fakeDevice struct {
-	node     string
-	size     uint64
-	fsType   string
-	fsSize   uint64
-	uuid     string
-	readOnly bool
-	formats  int
+	node   string
+	size   uint64
+	fsType string // what blkid sees
+	fsSize uint64
+	uuid   string
+	// unfinished marks what a cut-off mkfs leaves: an XFS marked in
+	// progress (fsType xfs), or blocks blkid does not recognise (fsType "":
+	// mke2fs writes the primary superblock last, mkfs.btrfs its magic).
+	unfinished bool
+	readOnly   bool
+	formats    int
 }
 
 // NewFakeMounter returns a host with nothing mounted and no devices.
@@ -77,14 +82,33 @@ func (f *FakeMounter) SetDeviceSize(link string, size uint64) {
 	}
 }
 
-// FormatDevice puts a filesystem on a device. A clone's data carries its
-// origin's filesystem UUID: give both the same uuid.
+// FormatDevice puts a filesystem on a device, as someone else's mkfs would.
 func (f *FakeMounter) FormatDevice(link, fsType, uuid string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if device := f.device(link); device != nil {
 		device.fsType, device.fsSize, device.uuid = fsType, device.size, uuid
 	}
+}
+
+// CopyFilesystem puts on a device the filesystem another holds, UUID and
+// size included, as a clone or a restore does: its blocks are the origin's,
+// whatever the size of the new device.
+func (f *FakeMounter) CopyFilesystem(from, to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	source, target := f.device(from), f.device(to)
+	if source != nil && target != nil {
+		target.fsType, target.fsSize, target.uuid, target.unfinished = source.fsType, source.fsSize, source.uuid, source.unfinished
+	}
+}
+
+// InterruptNextFormat makes the next Format stop half way, as an mkfs the
+// CO's deadline kills does.
+func (f *FakeMounter) InterruptNextFormat() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.interrupt = true
 }
 
 // Filesystem reports the filesystem on a device, its size, and how many
@@ -96,16 +120,6 @@ func (f *FakeMounter) Filesystem(link string) (fsType string, size uint64, forma
 		return device.fsType, device.fsSize, device.formats
 	}
 	return "", 0, 0
-}
-
-// uuidOf is the UUID of the filesystem on a device (tests copy it to clones).
-func (f *FakeMounter) uuidOf(link string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if device := f.device(link); device != nil {
-		return device.uuid
-	}
-	return ""
 }
 
 // MountTable is the mount table, oldest first.
@@ -134,7 +148,7 @@ func (f *FakeMounter) Reboot() {
 	for _, link := range names {
 		old := devices[links[link]]
 		device := f.addDevice(link, old.size)
-		device.fsType, device.fsSize, device.uuid, device.formats = old.fsType, old.fsSize, old.uuid, old.formats
+		device.fsType, device.fsSize, device.uuid, device.formats, device.unfinished = old.fsType, old.fsSize, old.uuid, old.formats, old.unfinished
 	}
 }
 
@@ -194,6 +208,7 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 	if err := checkDir(target); err != nil {
 		return err
 	}
+	target = kernelPath(target, true)
 	known, ok := fakeDataOptions[fsType]
 	if !ok {
 		return &os.PathError{Op: "mount " + fsType, Path: target, Err: unix.ENODEV}
@@ -213,6 +228,8 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.ENOENT}
 	case device.fsType != fsType:
 		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.EINVAL}
+	case device.unfinished:
+		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.EUCLEAN}
 	}
 	for _, option := range data {
 		if !knownOption(known, option) {
@@ -298,6 +315,7 @@ func (f *FakeMounter) Bind(source, target string) error {
 	if _, err := os.Stat(target); err != nil {
 		return err
 	}
+	source, target = kernelPath(source, true), kernelPath(target, true)
 	if device := f.device(source); device != nil {
 		f.add(MountInfo{Root: "/" + filepath.Base(device.node), MountPoint: target, Options: []string{"rw", "nosuid", "relatime"},
 			FSType: "devtmpfs", Source: "udev", SuperOptions: []string{"rw"}})
@@ -321,7 +339,7 @@ func (f *FakeMounter) Bind(source, target string) error {
 func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, target)
+	mount := mountAt(f.mounts, kernelPath(target, true))
 	if mount == nil {
 		return &os.PathError{Op: "remount bind", Path: target, Err: unix.EINVAL}
 	}
@@ -329,11 +347,12 @@ func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	return nil
 }
 
-// Unmount implements Mounter.
+// Unmount implements Mounter, as umount2(UMOUNT_NOFOLLOW) does: a symbolic
+// link at target itself is not followed.
 func (f *FakeMounter) Unmount(target string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, target)
+	mount := mountAt(f.mounts, kernelPath(target, false))
 	if mount == nil {
 		return &os.PathError{Op: "unmount", Path: target, Err: unix.EINVAL}
 	}
@@ -383,22 +402,44 @@ func (f *FakeMounter) Probe(ctx context.Context, device string) (string, error) 
 }
 
 // Format implements Mounter. Unlike mkfs.ext4 it refuses a device that has
-// a filesystem, so that a test catches a driver that would reformat.
-func (f *FakeMounter) Format(ctx context.Context, device, fsType string) error {
+// a filesystem, and unlike mkfs -f it overwrites only an unfinished one of
+// the same type, so that a test catches a driver that would reformat data.
+func (f *FakeMounter) Format(ctx context.Context, device, fsType string, overwrite bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	found := f.device(device)
 	switch {
 	case found == nil:
 		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.ENOENT}
-	case found.fsType != "":
+	case found.fsType != "" && !overwrite:
 		return fmt.Errorf("mkfs.%s %s: the device already holds %s", fsType, device, found.fsType)
+	case overwrite && (found.fsType != fsType || !found.unfinished):
+		return fmt.Errorf("mkfs.%s -f %s: the fake overwrites only an unfinished %s, the device holds %q", fsType, device, fsType, found.fsType)
 	case f.mountedDevice(found):
 		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.EBUSY}
 	}
-	found.fsType, found.fsSize, found.uuid = fsType, found.size, fmt.Sprintf("%s-%d", found.node, found.formats)
 	found.formats++
+	found.fsSize, found.uuid = found.size, fmt.Sprintf("%s-%d", found.node, found.formats)
+	if f.interrupt {
+		f.interrupt, found.unfinished, found.fsType = false, true, ""
+		if fsType == "xfs" {
+			found.fsType = "xfs"
+		}
+		return fmt.Errorf("mkfs.%s %s: %w", fsType, device, context.DeadlineExceeded)
+	}
+	found.fsType, found.unfinished = fsType, false
 	return nil
+}
+
+// Superblock implements Mounter.
+func (f *FakeMounter) Superblock(device, fsType string) (Superblock, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	found := f.device(device)
+	if found == nil || found.fsType != fsType {
+		return Superblock{}, fmt.Errorf("%s: no %s superblock", device, fsType)
+	}
+	return Superblock{Size: found.fsSize, Complete: !found.unfinished}, nil
 }
 
 // mountedDevice reports whether a device is mounted or bound anywhere. Callers hold mu.
@@ -431,7 +472,7 @@ func (f *FakeMounter) Resize(ctx context.Context, fsType, device, mountPath stri
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	found := f.device(device)
-	mount := mountAt(f.mounts, mountPath)
+	mount := mountAt(f.mounts, kernelPath(mountPath, true))
 	switch {
 	case found == nil || found.fsType != fsType:
 		return fmt.Errorf("resizing %s on %s: no such filesystem", fsType, device)
@@ -459,7 +500,7 @@ func (f *FakeMounter) boundDevice(path string) (*fakeDevice, error) {
 	if device := f.device(path); device != nil {
 		return device, nil
 	}
-	if mount := mountAt(f.mounts, path); mount != nil && mount.FSType == "devtmpfs" {
+	if mount := mountAt(f.mounts, kernelPath(path, true)); mount != nil && mount.FSType == "devtmpfs" {
 		if device := f.device("/dev" + mount.Root); device != nil {
 			return device, nil
 		}
@@ -497,7 +538,7 @@ const fakeDatasetBytes = 1 << 30
 func (f *FakeMounter) Statfs(path string) (FSStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, path)
+	mount := mountAt(f.mounts, kernelPath(path, true))
 	switch {
 	case mount == nil:
 		return FSStats{}, fmt.Errorf("statfs %s: the fake knows only mount points", path)
@@ -511,6 +552,24 @@ func (f *FakeMounter) Statfs(path string) (FSStats, error) {
 	}
 	return FSStats{TotalBytes: device.fsSize, AvailableBytes: device.fsSize - 1<<20, UsedBytes: 1 << 20,
 		TotalInodes: device.fsSize >> 14, FreeInodes: device.fsSize>>14 - 11, UsedInodes: 11}, nil
+}
+
+// kernelPath is path as the kernel resolves it and shows it in the mount
+// table: every symbolic link followed, the last one only when followLast
+// (mount(2) follows it, umount2 with UMOUNT_NOFOLLOW does not). A path that
+// does not resolve is left as it is.
+func kernelPath(path string, followLast bool) string {
+	path = filepath.Clean(path)
+	if followLast {
+		if resolved, err := filepath.EvalSymlinks(path); err == nil {
+			return resolved
+		}
+		return path
+	}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		return filepath.Join(parent, filepath.Base(path))
+	}
+	return path
 }
 
 func checkDir(path string) error {

@@ -53,14 +53,7 @@ func flagBits(flags []string) (uintptr, error) {
 	return bits, nil
 }
 
-func (h *hostMounter) Mounts() ([]MountInfo, error) {
-	file, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	return ParseMountInfo(file)
-}
+func (h *hostMounter) Mounts() ([]MountInfo, error) { return ReadMountInfo("/proc/self/mountinfo") }
 
 func (h *hostMounter) Mount(source, target, fsType string, flags, data []string) error {
 	bits, err := flagBits(flags)
@@ -150,24 +143,18 @@ func (h *hostMounter) Probe(ctx context.Context, device string) (string, error) 
 	return fsType, nil
 }
 
-// formatCommands make a filesystem on a device that blkid found blank. None
-// forces: mkfs.xfs and mkfs.btrfs refuse a device with a signature on their
-// own (mkfs.ext4 does not, hence the probe before). No discard: a new zvol is
-// all holes already.
-var formatCommands = map[string][]string{
-	"ext4":  {"mkfs.ext4", "-q", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1"},
-	"xfs":   {"mkfs.xfs", "-q", "-K"},
-	"btrfs": {"mkfs.btrfs", "-q", "-K"},
-}
-
-func (h *hostMounter) Format(ctx context.Context, device, fsType string) error {
-	command, ok := formatCommands[fsType]
-	if !ok {
-		return fmt.Errorf("cannot format %s: unsupported filesystem %q", device, fsType)
+func (h *hostMounter) Format(ctx context.Context, device, fsType string, overwrite bool) error {
+	argv, err := formatArgs(fsType, device, overwrite)
+	if err != nil {
+		return err
 	}
-	_, err := h.run(ctx, command[0], append(command[1:], device)...)
+	_, err = h.run(ctx, argv[0], argv[1:]...)
 	h.settle(ctx)
 	return err
+}
+
+func (h *hostMounter) Superblock(device, fsType string) (Superblock, error) {
+	return readSuperblock(device, fsType)
 }
 
 // settle waits, within ctx and a few seconds, until udev has handled the

@@ -21,6 +21,14 @@ const mountinfoSample = `27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
 42 27 0:31 / /mnt/with\040space rw,relatime - zfs tank/ds1 rw,xattr,noacl,casesensitive
 `
 
+// moreMountinfo are mounts the node and the operator tools once judged
+// differently: a raw block bind whose node udev made anew (the kernel marks
+// the old one deleted) and a kubelet subPath bind of a directory in an ext4
+// zvol.
+const moreMountinfo = `43 27 0:5 /zd0//deleted /mnt/blk2 rw,nosuid,relatime - devtmpfs udev rw,size=1981496k
+44 27 230:16 /sub /mnt/subpath rw,noatime - ext4 /dev/zd16 rw,discard,stripe=16
+`
+
 func TestParseMountInfo(t *testing.T) {
 	mounts, err := ParseMountInfo(strings.NewReader(mountinfoSample))
 	if err != nil {
@@ -43,23 +51,74 @@ func TestParseMountInfo(t *testing.T) {
 	}
 }
 
+// oddMountinfo holds lines the kernel printed for odd mounts, recorded in a
+// private mount namespace on the development host (tmpfs with an empty
+// source, paths with a space, a newline, a tab and a backslash, overlay, a
+// bind stacked on a mount) and on a systemd host (autofs, optional fields).
+const oddMountinfo = `62 42 0:38 / /tmp/odd/e rw,relatime - tmpfs  rw
+63 42 0:39 / /tmp/odd/with\040space rw,relatime - tmpfs src\040with\040space rw
+64 42 0:40 / /tmp/odd/new\012line rw,relatime - tmpfs none rw
+65 42 0:41 / /tmp/odd/tab\011x rw,relatime - tmpfs none rw
+66 42 0:42 / /tmp/odd/back\134slash rw,relatime - tmpfs none rw
+69 42 0:43 / /tmp/odd/merged rw,relatime - overlay overlay rw,lowerdir=/tmp/odd/lower,upperdir=/tmp/odd/upper,workdir=/tmp/odd/work,uuid=on
+70 62 0:39 / /tmp/odd/e rw,relatime - tmpfs src\040with\040space rw
+135 25 0:32 / /proc/sys/fs/binfmt_misc rw,relatime shared:13 - autofs systemd-1 rw,fd=29,pgrp=1,timeout=0,minproto=5,maxproto=5,direct,pipe_ino=17610
+136 135 0:34 / /proc/sys/fs/binfmt_misc rw,nosuid,nodev,noexec,relatime shared:14 master:2 - binfmt_misc binfmt_misc rw
+`
+
+func TestParseMountInfoAcceptsEverythingTheKernelPrints(t *testing.T) {
+	mounts, err := ParseMountInfo(strings.NewReader(oddMountinfo + mountinfoSample))
+	if err != nil {
+		t.Fatalf("one odd mount broke the whole table: %v", err)
+	}
+	byID := map[int]MountInfo{}
+	for _, mount := range mounts {
+		byID[mount.ID] = mount
+	}
+	for _, test := range []struct {
+		name                       string
+		id                         int
+		mountPoint, fsType, source string
+	}{
+		{"an empty source stays empty", 62, "/tmp/odd/e", "tmpfs", ""},
+		{"spaces are unescaped in the mount point and the source", 63, "/tmp/odd/with space", "tmpfs", "src with space"},
+		{"a newline is unescaped", 64, "/tmp/odd/new\nline", "tmpfs", "none"},
+		{"a tab is unescaped", 65, "/tmp/odd/tab\tx", "tmpfs", "none"},
+		{"a backslash is unescaped", 66, `/tmp/odd/back\slash`, "tmpfs", "none"},
+		{"overlay keeps its options", 69, "/tmp/odd/merged", "overlay", "overlay"},
+		{"autofs with an optional field", 135, "/proc/sys/fs/binfmt_misc", "autofs", "systemd-1"},
+		{"two optional fields", 136, "/proc/sys/fs/binfmt_misc", "binfmt_misc", "binfmt_misc"},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			mount, ok := byID[test.id]
+			if !ok || mount.MountPoint != test.mountPoint || mount.FSType != test.fsType || mount.Source != test.source {
+				t.Errorf("mount %d parsed as %+v (found %v), want %q %s from %q", test.id, mount, ok, test.mountPoint, test.fsType, test.source)
+			}
+		})
+	}
+	if top := mountAt(mounts, "/tmp/odd/e"); top == nil || top.ID != 70 {
+		t.Errorf("the bind stacked on the empty-source tmpfs is not the top mount: %+v", top)
+	}
+}
+
 func TestVolumeMountsRecogniseEveryWayAVolumeIsMounted(t *testing.T) {
-	mounts, err := ParseMountInfo(strings.NewReader(mountinfoSample))
+	mounts, err := ParseMountInfo(strings.NewReader(mountinfoSample + moreMountinfo))
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners := map[string]volumeMounts{
-		"tank/ds1": {dataset: "tank/ds1", link: "/dev/zvol/tank/ds1"},
-		"tank/zv0": {dataset: "tank/zv0", link: "/dev/zvol/tank/zv0", device: "/dev/zd0"},
-		"tank/zv2": {dataset: "tank/zv2", link: "/dev/zvol/tank/zv2", device: "/dev/zd16"},
-		"tank/zv4": {dataset: "tank/zv4", link: "/dev/zvol/tank/zv4", device: "/dev/zd48"},
+	owners := map[string]VolumeMounts{
+		"tank/ds1": {Dataset: "tank/ds1", Link: "/dev/zvol/tank/ds1"},
+		"tank/zv0": {Dataset: "tank/zv0", Link: "/dev/zvol/tank/zv0", Device: "/dev/zd0"},
+		"tank/zv2": {Dataset: "tank/zv2", Link: "/dev/zvol/tank/zv2", Device: "/dev/zd16"},
+		"tank/zv4": {Dataset: "tank/zv4", Link: "/dev/zvol/tank/zv4", Device: "/dev/zd48"},
 	}
 	want := map[string]string{"/": "", "/mnt/s1": "tank/ds1", "/mnt/t1": "tank/ds1", "/mnt/e2": "tank/zv2",
-		"/mnt/b4": "tank/zv4", "/mnt/blk": "tank/zv0", "/mnt/with space": "tank/ds1"}
+		"/mnt/b4": "tank/zv4", "/mnt/blk": "tank/zv0", "/mnt/with space": "tank/ds1",
+		"/mnt/blk2": "tank/zv0", "/mnt/subpath": "tank/zv2"}
 	for _, mount := range mounts {
 		var got []string
 		for name, owner := range owners {
-			if owner.owns(mount) {
+			if owner.Shows(mount) {
 				got = append(got, name)
 			}
 		}
@@ -67,7 +126,7 @@ func TestVolumeMountsRecogniseEveryWayAVolumeIsMounted(t *testing.T) {
 			t.Errorf("%s is recognised as %v, want %q", mount.MountPoint, got, want[mount.MountPoint])
 		}
 	}
-	if !owners["tank/zv0"].isDeviceBind(mounts[5]) || owners["tank/zv2"].isDeviceBind(mounts[3]) {
+	if !owners["tank/zv0"].IsDeviceBind(mounts[5]) || owners["tank/zv2"].IsDeviceBind(mounts[3]) {
 		t.Error("device binds are not told from filesystems")
 	}
 }

@@ -4,11 +4,13 @@
 //
 // A ZFS dataset (mountpoint=legacy) is mounted at the staging path and
 // bind-mounted at each target; a formatted zvol is formatted on first stage
-// (only when blank), mounted at the staging path and bind-mounted likewise; a
-// raw block zvol's device node is bind-mounted onto a file in the staging
-// directory and from there onto a file at each target. A read-only publish is
-// a bind mount remounted read-only, plus the kernel's read-only flag on the
-// device for raw block.
+// (only when blank, or over what an mkfs of ours that was cut off left, see
+// mountOrFormat), mounted at the staging path (its filesystem grown to a
+// larger zvol) and bind-mounted likewise; a raw block zvol's device node is
+// bind-mounted onto a file in the staging directory and from there onto a
+// file at each target. A read-only publish is a bind mount remounted
+// read-only, plus the kernel's read-only flag on the device for raw block.
+// Paths are compared as the kernel shows them (hostPath).
 //
 // ZFS is the only state (DESIGN decision 1), and the mount table is the
 // node's: every call reads /proc/self/mountinfo to learn what is staged or
@@ -22,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -129,13 +130,28 @@ func required(fields ...string) error {
 	return nil
 }
 
+// idCheck says how much of a volume ID a call checks.
+type idCheck int
+
+const (
+	// ownNode: the ID must name this node. Calls that make mounts or read
+	// a volume serve only this node's volumes.
+	ownNode idCheck = iota
+	// anyNode: teardown (unpublish, unstage) works from the path and what
+	// is mounted there, whatever node the ID names: a volume staged before
+	// the node's ID changed (it defaults to the hostname) carries the old
+	// one, and its mounts must still go. The dataset must still lie under a
+	// parent dataset, and only mounts of that dataset are touched.
+	anyNode
+)
+
 // parseVolume checks a volume ID: anything this node cannot own is NOT_FOUND.
-func (s *Server) parseVolume(volumeID string) (volumeRef, error) {
+func (s *Server) parseVolume(volumeID string, check idCheck) (volumeRef, error) {
 	nodeID, dataset, err := driver.ParseVolumeID(volumeID)
 	switch {
 	case err != nil:
 		return volumeRef{}, volumeNotFound(volumeID, "it is not a volume ID of this driver")
-	case nodeID != s.cfg.NodeID:
+	case check == ownNode && nodeID != s.cfg.NodeID:
 		return volumeRef{}, volumeNotFound(volumeID, fmt.Sprintf("it lives on node %q, this is node %q", nodeID, s.cfg.NodeID))
 	case !s.cfg.OwnedDataset(dataset):
 		return volumeRef{}, volumeNotFound(volumeID, "its dataset is not under a parent dataset of this driver")
@@ -144,79 +160,30 @@ func (s *Server) parseVolume(volumeID string) (volumeRef, error) {
 }
 
 // lock takes the volume's in-flight key; a concurrent call on the same
-// volume gets ABORTED and the CO retries.
+// volume gets ABORTED and the CO retries. The key is the dataset, which IDs
+// with an old and a new node ID share.
 func (s *Server) lock(volume volumeRef) (func(), error) {
-	return s.inflight.Acquire("volume/" + volume.id)
+	return s.inflight.Acquire("volume/" + volume.dataset)
 }
 
 // openVolume is how the calls that change a volume's mounts begin: check
 // the ID, take the lock, and prepare the recognition of its mounts. The
 // caller releases the lock.
-func (s *Server) openVolume(volumeID string) (volumeRef, volumeMounts, func(), error) {
-	volume, err := s.parseVolume(volumeID)
+func (s *Server) openVolume(volumeID string, check idCheck) (volumeRef, VolumeMounts, func(), error) {
+	volume, err := s.parseVolume(volumeID, check)
 	if err != nil {
-		return volumeRef{}, volumeMounts{}, nil, err
+		return volumeRef{}, VolumeMounts{}, nil, err
 	}
 	release, err := s.lock(volume)
 	if err != nil {
-		return volumeRef{}, volumeMounts{}, nil, err
+		return volumeRef{}, VolumeMounts{}, nil, err
 	}
 	recognise, err := s.mountsOf(volume)
 	if err != nil {
 		release()
-		return volumeRef{}, volumeMounts{}, nil, err
+		return volumeRef{}, VolumeMounts{}, nil, err
 	}
 	return volume, recognise, release, nil
-}
-
-// volumeMounts recognises a volume's mounts in the mount table.
-type volumeMounts struct {
-	dataset string
-	link    string // /dev/zvol/<dataset>
-	device  string // the node the link resolves to (/dev/zd0), "" when there is none
-}
-
-// mountsOf prepares the recognition of a volume's mounts; it resolves the
-// zvol link, which a dataset does not have.
-func (s *Server) mountsOf(volume volumeRef) (volumeMounts, error) {
-	device, err := s.mounter.ResolveDevice(volume.devicePath())
-	if errors.Is(err, ErrNoDevice) {
-		device, err = "", nil
-	}
-	return volumeMounts{dataset: volume.dataset, link: volume.devicePath(), device: device}, err
-}
-
-// owns reports whether a mount shows this volume: the dataset itself, a
-// filesystem on the zvol (btrfs reports the path it was mounted with, the
-// others the device node), or the zvol's device node bind-mounted from /dev.
-func (v volumeMounts) owns(mount MountInfo) bool {
-	switch {
-	case mount.FSType == "zfs":
-		return mount.Source == v.dataset
-	case v.device == "":
-		return false
-	case mount.Source == v.device || mount.Source == v.link:
-		return mount.Root == "/"
-	default:
-		return v.isDeviceBind(mount)
-	}
-}
-
-// isDeviceBind reports whether a mount is the zvol's device node itself.
-func (v volumeMounts) isDeviceBind(mount MountInfo) bool {
-	return v.device != "" && mount.Root == "/"+filepath.Base(v.device) && mount.FSType == "devtmpfs"
-}
-
-// others are the volume's mounts outside the given paths: its other
-// publishes (and any mount an operator made).
-func (v volumeMounts) others(mounts []MountInfo, except ...string) []MountInfo {
-	var found []MountInfo
-	for _, mount := range mounts {
-		if v.owns(mount) && !contains(except, mount.MountPoint) {
-			found = append(found, mount)
-		}
-	}
-	return found
 }
 
 // lookupVolume reads the volume from ZFS (one zfs list) and enforces the
@@ -253,14 +220,21 @@ func (s *Server) kindOf(row zfs.Dataset) (kind, fsType string) {
 }
 
 // serves explains why a volume of this kind cannot serve a capability, or
-// is "". The kind is fixed at creation (DESIGN decision 4): a dataset is
-// only mounted, a raw zvol only used as a block device, a formatted zvol
-// mounted with its own filesystem type or used as a block device.
+// is "". A volume is served only as the kind it was made (DESIGN decision
+// 4): a dataset is only mounted, a raw zvol only used as a block device, a
+// formatted zvol only mounted with its own filesystem type. Raw access to a
+// formatted zvol would let a job read and write under a filesystem another
+// workload mounts (or hand the kernel a crafted one at its next mount), and
+// mounting a raw zvol would format its data away. The handlers answer
+// FAILED_PRECONDITION: the spec's "exceeds capabilities", the volume does
+// not have the capability asked for, as when the CO asks a MULTI_NODE mode.
 func serves(kind, fsType string, capability *csi.VolumeCapability) string {
 	requested := capability.GetMount().GetFsType()
 	switch {
 	case capability.GetBlock() != nil && kind == driver.KindDataset:
 		return "block access needs a zvol; this volume is a ZFS dataset"
+	case capability.GetBlock() != nil && fsType != "":
+		return fmt.Sprintf("this volume is a zvol formatted %s for mount access; it is not served as a raw block device", fsType)
 	case capability.GetBlock() != nil:
 		return ""
 	case kind == driver.KindDataset && !driver.IsDatasetFSType(requested):
@@ -291,11 +265,7 @@ func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
 	if problem := driver.CapabilityProblem(capability); problem != "" {
 		return mountOptions{}, status.Error(codes.FailedPrecondition, problem)
 	}
-	fsType := capability.GetMount().GetFsType()
-	if driver.IsDatasetFSType(fsType) {
-		fsType = "zfs"
-	}
-	options, err := parseMountFlags(fsType, capability.GetMount().GetMountFlags())
+	options, err := parseMountFlags(requestedFSType(capability), capability.GetMount().GetMountFlags())
 	if err != nil {
 		return mountOptions{}, invalid("%v", err)
 	}
@@ -303,6 +273,15 @@ func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
 		options = options.withReadOnly()
 	}
 	return options, nil
+}
+
+// requestedFSType is the filesystem type a mount capability asks for, as
+// the mount table shows it: "zfs" for a dataset (fsType "" or "zfs").
+func requestedFSType(capability *csi.VolumeCapability) string {
+	if fsType := capability.GetMount().GetFsType(); !driver.IsDatasetFSType(fsType) {
+		return fsType
+	}
+	return "zfs"
 }
 
 // waitForDevice waits for the zvol's link, within the CO's deadline and the
@@ -323,4 +302,27 @@ func invalid(format string, args ...any) error {
 
 func volumeNotFound(volumeID, reason string) error {
 	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", volumeID, reason)
+}
+
+// mountsOf prepares the recognition of a volume's mounts; it resolves the
+// zvol link, which a dataset does not have.
+func (s *Server) mountsOf(volume volumeRef) (VolumeMounts, error) {
+	device, err := s.mounter.ResolveDevice(volume.devicePath())
+	if errors.Is(err, ErrNoDevice) {
+		device, err = "", nil
+	}
+	return VolumeMounts{Dataset: volume.dataset, Link: volume.devicePath(), Device: device}, err
+}
+
+// otherPublishes are the mounts of the whole volume outside the given paths:
+// its other publishes (and any mount an operator made). Binds of a directory
+// in the volume (kubelet's subPath) are views into a publish, not publishes.
+func otherPublishes(recognise VolumeMounts, mounts []MountInfo, except ...string) []MountInfo {
+	var found []MountInfo
+	for _, mount := range mounts {
+		if recognise.Shows(mount) && whole(mount) && !contains(except, mount.MountPoint) {
+			found = append(found, mount)
+		}
+	}
+	return found
 }

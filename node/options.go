@@ -49,15 +49,10 @@ var refusedOptions = map[string]string{
 	"owner": "an fstab word", "group": "an fstab word", "nofail": "an fstab word", "_netdev": "an fstab word",
 }
 
-// zfsDataOptions are the options OpenZFS itself parses when a dataset is
-// mounted; it silently ignores any other, so the driver refuses the others
-// instead of pretending to honour them.
-var zfsDataOptions = map[string]bool{"xattr": true, "noxattr": true, "saxattr": true, "dirxattr": true}
-
 // parseMountFlags sorts a capability's mount_flags for a filesystem type
-// ("zfs" for datasets). Per-mount flags are checked here; the options of
-// ext4, xfs and btrfs are left to their kernel code, which refuses unknown
-// ones at mount time.
+// ("zfs" for datasets) and refuses what the driver does not allow: words
+// that are not mount options, suid and dev (hostFlags), and any option of
+// the filesystem's own that is not in fsOptions.
 func parseMountFlags(fsType string, mountFlags []string) (mountOptions, error) {
 	var options mountOptions
 	seen := map[string]bool{} // flag → on
@@ -71,6 +66,8 @@ func parseMountFlags(fsType string, mountFlags []string) (mountOptions, error) {
 				return mountOptions{}, fmt.Errorf("mount flag %q cannot be honoured: %s", word, refusedOptions[word])
 			case strings.HasPrefix(word, "x-"):
 				return mountOptions{}, fmt.Errorf("mount flag %q cannot be honoured: userspace options mean nothing to mount(2)", word)
+			case word == "suid" || word == "dev":
+				return mountOptions{}, fmt.Errorf("mount flag %q cannot be honoured: the driver mounts every volume nosuid,nodev", word)
 			}
 			if flag, ok := perMountFlags[word]; ok {
 				if on, twice := seen[flag.flag]; twice && on != flag.on {
@@ -79,9 +76,8 @@ func parseMountFlags(fsType string, mountFlags []string) (mountOptions, error) {
 				seen[flag.flag] = flag.on
 				continue
 			}
-			if fsType == "zfs" && !zfsDataOptions[word] {
-				return mountOptions{}, fmt.Errorf("mount flag %q cannot be honoured on a ZFS dataset "+
-					"(it takes the per-mount flags and xattr, noxattr, saxattr, dirxattr; set ZFS properties as parameters instead)", word)
+			if err := checkDataOption(fsType, word); err != nil {
+				return mountOptions{}, err
 			}
 			if !contains(options.data, word) {
 				options.data = append(options.data, word)
@@ -101,6 +97,28 @@ func parseMountFlags(fsType string, mountFlags []string) (mountOptions, error) {
 	sort.Strings(options.set)
 	sort.Strings(options.cleared)
 	return options, nil
+}
+
+// hostFlags are per-mount flags of every filesystem mount the driver makes,
+// staging and publish alike: a volume's files were written by jobs, and
+// neither a set-user-ID program nor a device node among them may act on
+// the host (or in another job) through the mount. Raw block volumes go
+// without: their device node must open, which nodev forbids.
+var hostFlags = []string{"nodev", "nosuid"}
+
+// mountFlags are the per-mount flags a filesystem mount gets: the ones
+// asked for and hostFlags. Only the ones asked for are compared with an
+// existing mount (mismatch), so mounts made before hostFlags existed stay
+// compatible.
+func (o mountOptions) mountFlags() []string {
+	flags := append([]string{}, o.set...)
+	for _, flag := range hostFlags {
+		if !contains(flags, flag) {
+			flags = append(flags, flag)
+		}
+	}
+	sort.Strings(flags)
+	return flags
 }
 
 // withReadOnly adds "ro" to the flags to set (a read-only publish).

@@ -35,7 +35,14 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if req.GetStagingTargetPath() == "" {
 		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the volume must be staged first")
 	}
-	target, staging := filepath.Clean(req.GetTargetPath()), filepath.Clean(req.GetStagingTargetPath())
+	target, err := hostPath("target_path", req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
 	if req.GetReadonly() {
 		options = options.withReadOnly()
 	}
@@ -44,7 +51,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 		// Raw block has no mount flags; only read-only carries over.
 		options = mountOptions{set: intersect(options.set, []string{"ro"})}
 	}
-	volume, recognise, release, err := s.openVolume(req.GetVolumeId())
+	volume, recognise, release, err := s.openVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +60,14 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
-	if published, err := checkPublished(mounts, recognise, target, block, options); published || err != nil {
+	others := otherPublishes(recognise, mounts, staging, filepath.Join(staging, blockStagingFile), target)
+	if published, err := checkPublished(mounts, recognise, target, capability, options, others); published || err != nil {
 		return &csi.NodePublishVolumeResponse{}, err
 	}
 	source, err := stagedSource(mounts, recognise, volume, staging, capability, req.GetVolumeContext())
 	if err != nil {
 		return nil, err
 	}
-	others := recognise.others(mounts, staging, filepath.Join(staging, blockStagingFile), target)
 	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
 		return nil, err
 	}
@@ -75,11 +82,15 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, err
 	}
-	if err := s.bind(source, target, options); err != nil {
+	flags := options.mountFlags()
+	if block {
+		flags = options.set
+	}
+	if err := s.bind(source, target, flags); err != nil {
 		return nil, err
 	}
 	if block {
-		if err := s.setDeviceReadOnly(recognise.device, options.readOnly()); err != nil {
+		if err := s.setDeviceReadOnly(recognise.Device, options.readOnly()); err != nil {
 			s.undoPublish(target)
 			return nil, err
 		}
@@ -88,8 +99,14 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 }
 
 // checkPublished looks at what is mounted at the target: nothing (false),
-// this volume as asked (true), or something else (ALREADY_EXISTS).
-func checkPublished(mounts []MountInfo, recognise volumeMounts, target string, block bool, options mountOptions) (bool, error) {
+// this volume as asked (true), or something else, or this volume published
+// with other arguments (ALREADY_EXISTS, the spec's answer for T1=T2,
+// P1!=P2): another access type, filesystem type, read-only flag or mount
+// flags. The access mode of a publish is recorded nowhere (ZFS and the
+// mount table are the only state), so a request's mode is compared with
+// what it allows: the volume's other publishes must fit it.
+func checkPublished(mounts []MountInfo, recognise VolumeMounts, target string, capability *csi.VolumeCapability,
+	options mountOptions, others []MountInfo) (bool, error) {
 	existing := mountAt(mounts, target)
 	if existing == nil {
 		return false, nil
@@ -97,37 +114,44 @@ func checkPublished(mounts []MountInfo, recognise volumeMounts, target string, b
 	conflict := func(format string, args ...any) (bool, error) {
 		return false, status.Errorf(codes.AlreadyExists, "target path %s: "+format, append([]any{target}, args...)...)
 	}
-	switch published := recognise.isDeviceBind(*existing); {
-	case !recognise.owns(*existing):
+	block := capability.GetBlock() != nil
+	switch published := recognise.IsDeviceBind(*existing); {
+	case !recognise.Shows(*existing):
 		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
 	case published != block:
 		return conflict("the volume is published for %s access, the request asks for %s", accessName(published), accessName(block))
+	case !block && existing.FSType != requestedFSType(capability):
+		return conflict("the volume is published as %s, the request asks for %s", existing.FSType, requestedFSType(capability))
 	}
 	if problem := options.mismatch(*existing); problem != "" {
 		return conflict("the volume is published but %s", problem)
+	}
+	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
+		return conflict("the volume is published, but %s", status.Convert(err).Message())
 	}
 	return true, nil
 }
 
 // stagedSource finds where the volume is staged, checks that the staged
 // volume serves the capability, and returns the path to bind from.
-func stagedSource(mounts []MountInfo, recognise volumeMounts, volume volumeRef, staging string, capability *csi.VolumeCapability,
+func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, staging string, capability *csi.VolumeCapability,
 	volumeContext map[string]string) (string, error) {
 	source := staging
 	if capability.GetBlock() != nil {
 		source = filepath.Join(staging, blockStagingFile)
 	}
 	staged := mountAt(mounts, source)
-	if staged == nil || !recognise.owns(*staged) {
+	if staged == nil || !recognise.Shows(*staged) {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
 	}
-	if recognise.isDeviceBind(*staged) {
-		// A raw block staging does not tell whether the zvol has a
-		// filesystem; the volume_context may, and block access serves both.
-		return source, checkContext(volumeContext, driver.KindZvol, "")
-	}
 	kind, fsType := driver.KindZvol, staged.FSType
-	if staged.FSType == "zfs" {
+	switch {
+	case recognise.IsDeviceBind(*staged):
+		// A raw block staging does not show whether the zvol has a
+		// filesystem (an older version of the driver staged formatted
+		// zvols so); the volume_context may.
+		fsType = volumeContext[driver.ContextFSType]
+	case staged.FSType == "zfs":
 		kind = driver.KindDataset
 	}
 	if problem := serves(kind, fsType, capability); problem != "" {
@@ -148,20 +172,36 @@ func checkContext(volumeContext map[string]string, kind, fsType string) error {
 	return nil
 }
 
-// checkOtherPublishes applies the spec's table for a second publish at
-// another target: only SINGLE_NODE_MULTI_WRITER allows it. A read-only raw
-// block publish makes the whole device read-only (the kernel has no
-// read-only device node per path), so it cannot share the device with a
-// read-write publish either way round.
+// checkOtherPublishes applies the access mode to a publish beside the
+// volume's others on this node. SINGLE_NODE_MULTI_WRITER allows any number;
+// SINGLE_NODE_WRITER one read/write publish at a time, with read-only ones
+// beside it, as the mode's definition words it ("published once as
+// read/write"; the spec's table answers FAILED_PRECONDITION for any second
+// target, which this refines); SINGLE_NODE_SINGLE_WRITER and
+// SINGLE_NODE_READER_ONLY exactly one publish of any kind.
+//
+// A read-only raw block publish makes the whole device read-only (the
+// kernel has no read-only device node per path), so it cannot share the
+// device with a read-write publish either way round.
 func checkOtherPublishes(capability *csi.VolumeCapability, others []MountInfo, block, readOnly bool) error {
 	if len(others) == 0 {
 		return nil
 	}
 	paths := make([]string, 0, len(others))
+	writers := 0
 	for _, other := range others {
 		paths = append(paths, other.MountPoint)
+		if !other.ReadOnly() {
+			writers++
+		}
 	}
-	if mode := capability.GetAccessMode().GetMode(); mode != csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER {
+	switch mode := capability.GetAccessMode().GetMode(); {
+	case mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+	case mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER && (readOnly || writers == 0):
+	case mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER:
+		return status.Errorf(codes.FailedPrecondition, "access mode %s allows one read/write publish, and the volume is published "+
+			"read/write at %s", mode, strings.Join(paths, ", "))
+	default:
 		return status.Errorf(codes.FailedPrecondition, "access mode %s allows one publish, and the volume is published at %s",
 			mode, strings.Join(paths, ", "))
 	}
@@ -180,16 +220,16 @@ func checkOtherPublishes(capability *csi.VolumeCapability, others []MountInfo, b
 // bind bind-mounts source onto target and applies the per-mount flags; a
 // bind mount inherits its source's flags, and takes new ones only by a
 // remount. If the remount fails the bind mount is taken back.
-func (s *Server) bind(source, target string, options mountOptions) error {
+func (s *Server) bind(source, target string, flags []string) error {
 	if err := s.mounter.Bind(source, target); err != nil {
 		return err
 	}
-	if len(options.set) == 0 {
+	if len(flags) == 0 {
 		return nil
 	}
-	if err := s.mounter.RemountBind(target, options.set); err != nil {
+	if err := s.mounter.RemountBind(target, flags); err != nil {
 		s.undoPublish(target)
-		return fmt.Errorf("applying %v to the bind mount at %s: %w", options.set, target, err)
+		return fmt.Errorf("applying %v to the bind mount at %s: %w", flags, target, err)
 	}
 	return nil
 }
@@ -221,17 +261,20 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	if err := required("volume_id", req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
 		return nil, err
 	}
-	_, recognise, release, err := s.openVolume(req.GetVolumeId())
+	_, recognise, release, err := s.openVolume(req.GetVolumeId(), anyNode)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	target := filepath.Clean(req.GetTargetPath())
+	target, err := hostPath("target_path", req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
 	removed, err := s.unmountAll(recognise, target)
 	if err != nil {
 		return nil, err
 	}
-	if removed != nil && recognise.isDeviceBind(*removed) && removed.ReadOnly() {
+	if removed != nil && recognise.IsDeviceBind(*removed) && removed.ReadOnly() {
 		if err := s.releaseReadOnlyDevice(recognise); err != nil {
 			return nil, err
 		}
@@ -247,17 +290,17 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 
 // releaseReadOnlyDevice clears the zvol's read-only flag once its last
 // read-only raw block publish is gone.
-func (s *Server) releaseReadOnlyDevice(recognise volumeMounts) error {
+func (s *Server) releaseReadOnlyDevice(recognise VolumeMounts) error {
 	mounts, err := s.mounter.Mounts()
 	if err != nil {
 		return err
 	}
 	for _, mount := range mounts {
-		if recognise.isDeviceBind(mount) && mount.ReadOnly() {
+		if recognise.IsDeviceBind(mount) && mount.ReadOnly() {
 			return nil
 		}
 	}
-	return s.setDeviceReadOnly(recognise.device, false)
+	return s.setDeviceReadOnly(recognise.Device, false)
 }
 
 func intersect(list, allowed []string) []string {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
 func TestPublishBindsFromTheStagingPath(t *testing.T) {
@@ -160,6 +162,17 @@ func TestPublishIsIdempotentAndRefusesConflicts(t *testing.T) {
 		v.staging = ""
 		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
 	})
+	t.Run("publishing for block access a zvol whose volume_context says it is formatted is FAILED_PRECONDITION", func(t *testing.T) {
+		// A raw block staging does not show whether the zvol has a
+		// filesystem (one staged so by an older version of the driver, say).
+		h := newHarness(t)
+		v := h.volume("vol", "block")
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+		v.context[driver.ContextFSType] = "ext4"
+		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
+	})
 	t.Run("publishing with a filesystem the staged volume does not have is FAILED_PRECONDITION", func(t *testing.T) {
 		h := newHarness(t)
 		v := h.volume("vol", "ext4")
@@ -252,5 +265,71 @@ func TestAccessIsRestoredAfterAReboot(t *testing.T) {
 	}
 	if len(h.host.MountTable()) != 2*len(volumes) {
 		t.Errorf("mounts %v, want one staging and one target mount per volume", h.mountPoints())
+	}
+}
+
+func TestPublishAtTheSameTargetWithOtherArgumentsIsAlreadyExists(t *testing.T) {
+	t.Run("another filesystem type", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		h.mustStageAndPublish(v)
+		v.capability = mountCapability("xfs", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+		wantCode(t, h.publish(v, false), codes.AlreadyExists)
+	})
+	t.Run("an access mode the volume's other publishes do not fit", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "zfs")
+		v.capability = mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)
+		h.mustStageAndPublish(v)
+		second := *v
+		second.target = v.target + "-2"
+		if err := h.publish(&second, false); err != nil {
+			t.Fatal(err)
+		}
+		v.capability = mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER)
+		wantCode(t, h.publish(v, false), codes.AlreadyExists)
+	})
+	t.Run("the same arguments are OK", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		h.mustStageAndPublish(v)
+		if err := h.publish(v, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestAccessModesOnOneNode(t *testing.T) {
+	const (
+		rw = false
+		ro = true
+	)
+	for _, test := range []struct {
+		name          string
+		mode          csi.VolumeCapability_AccessMode_Mode
+		first, second bool // read-only flags of the two publishes
+		code          codes.Code
+	}{
+		{"SINGLE_NODE_WRITER allows a read-only publish beside the read/write one", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, rw, ro, codes.OK},
+		{"SINGLE_NODE_WRITER allows a read/write publish beside a read-only one", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, ro, rw, codes.OK},
+		{"SINGLE_NODE_WRITER allows one read/write publish at a time", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, rw, rw, codes.FailedPrecondition},
+		{"SINGLE_NODE_SINGLE_WRITER allows no read-only publish beside it", csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, rw, ro, codes.FailedPrecondition},
+		{"SINGLE_NODE_SINGLE_WRITER allows no second read/write publish", csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, rw, rw, codes.FailedPrecondition},
+		{"SINGLE_NODE_MULTI_WRITER allows several read/write publishes", csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, rw, rw, codes.OK},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", "zfs")
+			v.capability = mountCapability("", test.mode)
+			if err := h.stage(v); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.publish(v, test.first); err != nil {
+				t.Fatal(err)
+			}
+			second := *v
+			second.target = v.target + "-2"
+			wantCode(t, h.publish(&second, test.second), test.code)
+		})
 	}
 }

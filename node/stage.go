@@ -8,12 +8,10 @@ import (
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
-	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // NodeStageVolume implements csi.NodeServer. It takes the volume's lock: it
@@ -33,12 +31,15 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	volume, recognise, release, err := s.openVolume(req.GetVolumeId())
+	volume, recognise, release, err := s.openVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	staging := filepath.Clean(req.GetStagingTargetPath())
+	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
 	mounts, err := s.mounter.Mounts()
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	case capability.GetBlock() != nil:
 		err = s.stageBlock(ctx, volume, staging)
 	case kind == driver.KindDataset:
-		err = s.mounter.Mount(volume.dataset, staging, "zfs", options.set, options.data)
+		err = s.mounter.Mount(volume.dataset, staging, "zfs", options.mountFlags(), options.data)
 	default:
 		err = s.stageFormatted(ctx, volume, row, staging, fsType, options)
 	}
@@ -75,7 +76,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 // checkStaged looks at what is mounted at the staging path: nothing (false),
 // this volume as asked (true), or something else (ALREADY_EXISTS, the
 // spec's code for a staged volume that is incompatible with the request).
-func checkStaged(mounts []MountInfo, recognise volumeMounts, staging string, capability *csi.VolumeCapability, options mountOptions) (bool, error) {
+func checkStaged(mounts []MountInfo, recognise VolumeMounts, staging string, capability *csi.VolumeCapability, options mountOptions) (bool, error) {
 	fsMount := mountAt(mounts, staging)
 	blockMount := mountAt(mounts, filepath.Join(staging, blockStagingFile))
 	existing := fsMount
@@ -88,20 +89,16 @@ func checkStaged(mounts []MountInfo, recognise volumeMounts, staging string, cap
 	conflict := func(format string, args ...any) (bool, error) {
 		return false, status.Errorf(codes.AlreadyExists, "staging path %s: "+format, append([]any{staging}, args...)...)
 	}
-	block := recognise.isDeviceBind(*existing)
+	block := recognise.IsDeviceBind(*existing)
 	switch {
-	case !recognise.owns(*existing):
+	case !recognise.Shows(*existing):
 		return conflict("it holds another mount (%s from %s)", existing.FSType, existing.Source)
 	case block != (capability.GetBlock() != nil):
 		return conflict("the volume is staged for %s access, the request asks for %s", accessName(block), accessName(!block))
 	case block:
 		return true, nil
 	}
-	requested := capability.GetMount().GetFsType()
-	if driver.IsDatasetFSType(requested) {
-		requested = "zfs"
-	}
-	if existing.FSType != requested {
+	if requested := requestedFSType(capability); existing.FSType != requested {
 		return conflict("the volume is staged as %s, the request asks for %s", existing.FSType, requested)
 	}
 	if problem := options.mismatch(*existing); problem != "" {
@@ -117,16 +114,6 @@ func accessName(block bool) string {
 	return "mount"
 }
 
-// mountRefused turns the kernel's EINVAL for a filesystem that was asked
-// for options of its own into INVALID_ARGUMENT: it refused them (OpenZFS
-// ignores unknown options instead, hence zfsDataOptions).
-func mountRefused(err error, options mountOptions) error {
-	if errors.Is(err, unix.EINVAL) && len(options.data) > 0 {
-		return invalid("the kernel refused the mount options %v (the kernel log says why): %v", options.data, err)
-	}
-	return err
-}
-
 // stageBlock bind-mounts the zvol's device node onto a file in the staging
 // directory: the mark that the volume passed the ownership guard, from which
 // publish binds it on.
@@ -135,68 +122,14 @@ func (s *Server) stageBlock(ctx context.Context, volume volumeRef, staging strin
 	if err != nil {
 		return err
 	}
-	file := filepath.Join(staging, blockStagingFile)
+	file, err := hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	if err != nil {
+		return err
+	}
 	if err := createFile(file); err != nil {
 		return err
 	}
 	return s.mounter.Bind(device, file)
-}
-
-// stageFormatted mounts a zvol's filesystem at the staging path, formatting
-// the zvol first if, and only if, it is blank. Mounting comes first: a
-// volume formatted before (the usual case) costs no probe.
-func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.Dataset, staging, fsType string, options mountOptions) error {
-	device, err := s.waitForDevice(ctx, volume)
-	if err != nil {
-		return err
-	}
-	data := options.data
-	if fsType == "xfs" && !contains(data, "nouuid") {
-		// A clone carries its origin's UUID, which XFS refuses to mount twice.
-		data = append(append([]string{}, data...), "nouuid")
-	}
-	mountErr := s.mounter.Mount(device, staging, fsType, options.set, data)
-	if mountErr == nil {
-		return nil
-	}
-	found, err := s.mounter.Probe(ctx, device)
-	switch {
-	case err != nil:
-		return fmt.Errorf("mounting %s failed (%v), and so did probing it: %w", device, mountErr, err)
-	case found == fsType && fsType == "btrfs" && errors.Is(mountErr, unix.EEXIST) && madeFromSource(row, s.props):
-		// A clone's btrfs has its origin's UUID, and btrfs takes it for
-		// another device of the origin's filesystem when that is mounted.
-		s.log.Info().Str("volume_id", volume.id).Str("device", device).Msg("giving a cloned btrfs a new UUID")
-		if err := s.mounter.NewUUID(ctx, fsType, device); err != nil {
-			return fmt.Errorf("mounting %s failed (%v), and so did giving it a new UUID: %w", device, mountErr, err)
-		}
-		return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
-	case found == fsType:
-		return mountRefused(mountErr, options)
-	case found != "":
-		return status.Errorf(codes.FailedPrecondition, "volume %q should hold %s but its device %s holds %s; it is left as it is",
-			volume.id, fsType, device, found)
-	case madeFromSource(row, s.props):
-		return status.Errorf(codes.FailedPrecondition, "volume %q was made from %s but its device %s holds no filesystem; "+
-			"it is not formatted, as it may hold data written as raw blocks", volume.id, sourceOf(row, s.props), device)
-	}
-	s.log.Info().Str("volume_id", volume.id).Str("device", device).Str("fstype", fsType).Msg("formatting blank zvol")
-	if err := s.mounter.Format(ctx, device, fsType); err != nil {
-		return err
-	}
-	return mountRefused(s.mounter.Mount(device, staging, fsType, options.set, data), options)
-}
-
-// madeFromSource reports whether a volume was cloned or copied from another.
-func madeFromSource(row zfs.Dataset, props driver.UserProps) bool {
-	return row.Origin != "" || row.User[props.Source] != ""
-}
-
-func sourceOf(row zfs.Dataset, props driver.UserProps) string {
-	if source := row.User[props.Source]; source != "" {
-		return source
-	}
-	return row.Origin
 }
 
 // NodeUnstageVolume implements csi.NodeServer: it unmounts whatever of the
@@ -208,13 +141,19 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
-	_, recognise, release, err := s.openVolume(req.GetVolumeId())
+	_, recognise, release, err := s.openVolume(req.GetVolumeId(), anyNode)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	staging := filepath.Clean(req.GetStagingTargetPath())
-	file := filepath.Join(staging, blockStagingFile)
+	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	file, err := hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	if err != nil {
+		return nil, err
+	}
 	for _, path := range []string{file, staging} {
 		if _, err := s.unmountAll(recognise, path); err != nil {
 			return nil, err
@@ -228,7 +167,7 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 
 // unmountAll unmounts the volume's mounts stacked at path, refusing to touch
 // a mount of anything else. It returns the last mount it removed, if any.
-func (s *Server) unmountAll(recognise volumeMounts, path string) (*MountInfo, error) {
+func (s *Server) unmountAll(recognise VolumeMounts, path string) (*MountInfo, error) {
 	var removed *MountInfo
 	for range maxStackedMounts {
 		mounts, err := s.mounter.Mounts()
@@ -239,7 +178,7 @@ func (s *Server) unmountAll(recognise volumeMounts, path string) (*MountInfo, er
 		if mount == nil {
 			return removed, nil
 		}
-		if !recognise.owns(*mount) {
+		if !recognise.Shows(*mount) {
 			return removed, status.Errorf(codes.FailedPrecondition,
 				"%s holds a mount of something else (%s from %s, root %s); it is left alone", path, mount.FSType, mount.Source, mount.Root)
 		}

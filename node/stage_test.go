@@ -117,8 +117,14 @@ func TestStageFormatsOnlyBlankZvols(t *testing.T) {
 }
 
 // clone makes a clone of a zvol as the controller does, its device holding
-// whatever the origin's holds, filesystem UUID included.
+// whatever the origin's holds, filesystem UUID and size included.
 func (h *harness) clone(source *testVolume, name string) *testVolume {
+	return h.cloneOfSize(source, name, 1<<30)
+}
+
+// cloneOfSize makes a clone with a zvol of the given size, as a restore
+// into a larger volume is.
+func (h *harness) cloneOfSize(source *testVolume, name string, size uint64) *testVolume {
 	h.t.Helper()
 	ctx := context.Background()
 	snapshot := source.dataset + "@for-" + name
@@ -133,10 +139,8 @@ func (h *harness) clone(source *testVolume, name string) *testVolume {
 		h.props.FSType: source.fsType, h.props.Source: driver.SnapshotID(testNode, snapshot)}); err != nil {
 		h.t.Fatal(err)
 	}
-	h.host.AddDevice(h.device(&clone), 1<<30)
-	if fsType, _, _ := h.host.Filesystem(h.device(source)); fsType != "" {
-		h.host.FormatDevice(h.device(&clone), fsType, h.host.uuidOf(h.device(source)))
-	}
+	h.host.AddDevice(h.device(&clone), size)
+	h.host.CopyFilesystem(h.device(source), h.device(&clone))
 	return &clone
 }
 
@@ -267,6 +271,8 @@ func TestStageRefusesCapabilitiesTheVolumeCannotServe(t *testing.T) {
 		{"ext4 on a dataset", "zfs", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"ext4 on an xfs zvol", "xfs", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"a mount of a raw block zvol", "block", mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"block access to an ext4 zvol", "ext4", blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
+		{"block access to an xfs zvol", "xfs", blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"a MULTI_NODE access mode", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER), codes.FailedPrecondition},
 		{"an unknown filesystem", "zfs", mountCapability("ntfs", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), codes.FailedPrecondition},
 		{"no access mode", "zfs", mountCapability("", csi.VolumeCapability_AccessMode_UNKNOWN), codes.InvalidArgument},
@@ -298,6 +304,21 @@ func TestStageAppliesMountFlags(t *testing.T) {
 	mount := h.mountAt(v.staging)
 	if !mount.HasOption("noatime") || !mount.HasOption("nosuid") || !slices.Contains(mount.SuperOptions, "discard") {
 		t.Errorf("staged with options %v and %v, want noatime, nosuid and discard", mount.Options, mount.SuperOptions)
+	}
+}
+
+func TestFilesystemMountsAreAlwaysNosuidNodev(t *testing.T) {
+	for _, fsType := range []string{"zfs", "ext4"} {
+		t.Run("a "+fsType+" volume is staged and published nosuid,nodev without asking", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.mustStageAndPublish(v)
+			for _, path := range []string{v.staging, v.target} {
+				if mount := h.mountAt(path); !mount.HasOption("nosuid") || !mount.HasOption("nodev") {
+					t.Errorf("%s is mounted %v", path, mount.Options)
+				}
+			}
+		})
 	}
 }
 
@@ -366,4 +387,101 @@ func TestCallsOnAVolumeInFlightAreAborted(t *testing.T) {
 	wantCode(t, h.publish(v, false), codes.Aborted)
 	wantCode(t, h.unpublish(v), codes.Aborted)
 	wantCode(t, h.unstage(v), codes.Aborted)
+}
+
+func TestStageGrowsTheFilesystemOfALargerCloneToItsZvol(t *testing.T) {
+	for _, fsType := range []string{"ext4", "xfs", "btrfs"} {
+		t.Run("an "+fsType+" restored into a zvol twice its origin's size fills it", func(t *testing.T) {
+			h := newHarness(t)
+			source := h.volume("source", fsType)
+			if err := h.stage(source); err != nil {
+				t.Fatal(err)
+			}
+			clone := h.cloneOfSize(source, "clone", 2<<30)
+			if err := h.stage(clone); err != nil {
+				t.Fatal(err)
+			}
+			if _, size, formats := h.host.Filesystem(h.device(clone)); size != 2<<30 || formats != 0 {
+				t.Errorf("the clone's filesystem has %d bytes after %d formats, want %d and none", size, formats, 2<<30)
+			}
+		})
+	}
+	t.Run("a clone of the same size is not resized", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.volume("source", "ext4")
+		if err := h.stage(source); err != nil {
+			t.Fatal(err)
+		}
+		clone := h.clone(source, "clone")
+		if err := h.stage(clone); err != nil {
+			t.Fatal(err)
+		}
+		if _, size, _ := h.host.Filesystem(h.device(clone)); size != 1<<30 {
+			t.Errorf("the clone's filesystem has %d bytes", size)
+		}
+	})
+}
+
+func TestStageAfterAnInterruptedFormat(t *testing.T) {
+	for _, fsType := range []string{"ext4", "xfs", "btrfs"} {
+		t.Run("an "+fsType+" zvol whose mkfs the deadline cut off is formatted anew by the next stage", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.host.InterruptNextFormat()
+			if err := h.stage(v); err == nil {
+				t.Fatal("the interrupted stage succeeded")
+			}
+			if err := h.stage(v); err != nil {
+				t.Fatalf("the next stage: %v", err)
+			}
+			if got, _, formats := h.host.Filesystem(h.device(v)); got != fsType || formats != 2 {
+				t.Errorf("the zvol holds %q after %d formats, want %s after 2", got, formats, fsType)
+			}
+			if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
+				t.Errorf("staged %+v", mount)
+			}
+		})
+	}
+	t.Run("an unfinished filesystem on a clone is left alone: its blocks are its origin's", func(t *testing.T) {
+		h := newHarness(t)
+		source := h.volume("source", "xfs")
+		h.host.InterruptNextFormat()
+		if err := h.stage(source); err == nil {
+			t.Fatal("the interrupted stage succeeded")
+		}
+		clone := h.clone(source, "clone")
+		wantCode(t, h.stage(clone), codes.FailedPrecondition)
+		if _, _, formats := h.host.Filesystem(h.device(clone)); formats != 0 {
+			t.Errorf("the clone was formatted: %d formats", formats)
+		}
+	})
+}
+
+func TestTeardownAfterTheNodeIDChanged(t *testing.T) {
+	for _, fsType := range []string{"zfs", "ext4", "block"} {
+		t.Run("a "+fsType+" volume published under the old node ID is unpublished and unstaged", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.mustStageAndPublish(v)
+			cfg := h.server.cfg
+			cfg.NodeID = "node-1-renamed"
+			h.server = New(cfg, h.zfs, h.host, h.server.log, h.server.opts)
+			if err := h.unpublish(v); err != nil {
+				t.Fatalf("unpublish: %v", err)
+			}
+			if err := h.unstage(v); err != nil {
+				t.Fatalf("unstage: %v", err)
+			}
+			if len(h.host.MountTable()) != 0 {
+				t.Errorf("mounts left: %v", h.mountPoints())
+			}
+		})
+	}
+	t.Run("teardown of a dataset outside the parent datasets is still NOT_FOUND", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "zfs")
+		v.id = driver.VolumeID("node-0", "tank/vol")
+		wantCode(t, h.unpublish(v), codes.NotFound)
+		wantCode(t, h.unstage(v), codes.NotFound)
+	})
 }

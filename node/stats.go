@@ -21,7 +21,7 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 	if err := required("volume_id", req.GetVolumeId(), "volume_path", req.GetVolumePath()); err != nil {
 		return nil, err
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
+	volume, err := s.parseVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,7 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 	if err != nil {
 		return nil, err
 	}
-	if recognise.isDeviceBind(mount) {
+	if recognise.IsDeviceBind(mount) {
 		size, err := s.mounter.DeviceSize(mount.MountPoint)
 		if err != nil {
 			return nil, err
@@ -51,27 +51,34 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 // published: the path itself, or the device file in a raw block staging
 // directory. A path that does not exist, or holds no mount of this volume,
 // is NOT_FOUND.
-func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, volumeMounts, error) {
-	path = filepath.Clean(path)
+func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, VolumeMounts, error) {
+	if !filepath.IsAbs(path) {
+		// Nothing is mounted at a relative path.
+		return MountInfo{}, VolumeMounts{}, status.Errorf(codes.NotFound, "volume %q is not at %s: not an absolute path", volume.id, path)
+	}
+	path, err := hostPath("volume_path", path)
+	if err != nil {
+		return MountInfo{}, VolumeMounts{}, err
+	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return MountInfo{}, volumeMounts{}, status.Errorf(codes.NotFound, "%s does not exist", path)
+		return MountInfo{}, VolumeMounts{}, status.Errorf(codes.NotFound, "%s does not exist", path)
 	} else if err != nil {
-		return MountInfo{}, volumeMounts{}, err
+		return MountInfo{}, VolumeMounts{}, err
 	}
 	mounts, err := s.mounter.Mounts()
 	if err != nil {
-		return MountInfo{}, volumeMounts{}, err
+		return MountInfo{}, VolumeMounts{}, err
 	}
 	recognise, err := s.mountsOf(volume)
 	if err != nil {
-		return MountInfo{}, volumeMounts{}, err
+		return MountInfo{}, VolumeMounts{}, err
 	}
 	for _, candidate := range []string{path, filepath.Join(path, blockStagingFile)} {
-		if mount := mountAt(mounts, candidate); mount != nil && recognise.owns(*mount) {
+		if mount := mountAt(mounts, candidate); mount != nil && recognise.Shows(*mount) {
 			return *mount, recognise, nil
 		}
 	}
-	return MountInfo{}, volumeMounts{}, status.Errorf(codes.NotFound, "volume %q is not staged or published at %s", volume.id, path)
+	return MountInfo{}, VolumeMounts{}, status.Errorf(codes.NotFound, "volume %q is not staged or published at %s", volume.id, path)
 }
 
 // NodeExpandVolume implements csi.NodeServer: it grows a zvol's filesystem
@@ -91,7 +98,7 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 	if req.GetCapacityRange().GetRequiredBytes() < 0 || req.GetCapacityRange().GetLimitBytes() < 0 {
 		return nil, status.Error(codes.OutOfRange, "capacity_range bytes must not be negative")
 	}
-	volume, err := s.parseVolume(req.GetVolumeId())
+	volume, err := s.parseVolume(req.GetVolumeId(), ownNode)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +122,7 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 		return nil, status.Errorf(codes.OutOfRange, "the zvol has %d bytes, fewer than the %d required: ControllerExpandVolume grows it first",
 			size, required)
 	}
-	if !recognise.isDeviceBind(mount) {
+	if !recognise.IsDeviceBind(mount) {
 		if err := s.mounter.Resize(ctx, mount.FSType, mount.Source, mount.MountPoint); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,204 @@
+package node
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The mount table is the node's state (with ZFS): this file reads it and
+// holds the one rule for "does this mount show this volume", which the
+// operator tools (package inventory) use too, so that the node and the
+// reports never disagree about a mount.
+
+// MountInfo is one line of /proc/self/mountinfo.
+type MountInfo struct {
+	ID         int
+	ParentID   int
+	MajorMinor string
+	// Root is the path inside the source filesystem that is mounted: "/" for
+	// a whole filesystem, "/zd0" for a device node bind-mounted from /dev.
+	Root       string
+	MountPoint string
+	// Options are the per-mount options (ro/rw, nosuid, noatime, …).
+	Options []string
+	FSType  string
+	// Source is the dataset name for ZFS, the device for a block filesystem.
+	Source       string
+	SuperOptions []string
+}
+
+// HasOption reports whether the per-mount options include option.
+func (m MountInfo) HasOption(option string) bool {
+	for _, o := range m.Options {
+		if o == option {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadOnly reports whether writes through this mount are refused.
+func (m MountInfo) ReadOnly() bool { return m.HasOption("ro") }
+
+// ReadMountInfo reads and parses a mountinfo file (/proc/self/mountinfo).
+func ReadMountInfo(path string) ([]MountInfo, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return ParseMountInfo(file)
+}
+
+// ParseMountInfo parses the format of /proc/<pid>/mountinfo (proc(5)).
+func ParseMountInfo(r io.Reader) ([]MountInfo, error) {
+	var mounts []MountInfo
+	scanner := bufio.NewScanner(r)
+	scanner.Buffer(make([]byte, 64<<10), 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if line == "" {
+			continue
+		}
+		mount, err := parseMountInfoLine(line)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, mount)
+	}
+	return mounts, scanner.Err()
+}
+
+// parseMountInfoLine splits a line on single spaces, not on runs of them:
+// the kernel escapes every space, tab, newline and backslash inside a field
+// (as \040, \011, \012, \134), so a field is never split, but it may be
+// empty (a mount whose source is "", as `mount -t tmpfs "" /x` makes).
+// After the fixed fields come optional ones ("shared:1", "master:2") up to
+// the "-" separator, then the filesystem type, the source and the
+// superblock options.
+func parseMountInfoLine(line string) (MountInfo, error) {
+	fields := strings.Split(line, " ")
+	separator := -1
+	for i := 6; i < len(fields); i++ {
+		if fields[i] == "-" {
+			separator = i
+			break
+		}
+	}
+	if separator < 0 || len(fields) < separator+4 {
+		return MountInfo{}, fmt.Errorf("mountinfo line %q: unexpected format", line)
+	}
+	id, err1 := strconv.Atoi(fields[0])
+	parent, err2 := strconv.Atoi(fields[1])
+	if err1 != nil || err2 != nil {
+		return MountInfo{}, fmt.Errorf("mountinfo line %q: bad mount IDs", line)
+	}
+	return MountInfo{
+		ID: id, ParentID: parent, MajorMinor: fields[2],
+		Root:         unescapeMountPath(fields[3]),
+		MountPoint:   unescapeMountPath(fields[4]),
+		Options:      strings.Split(fields[5], ","),
+		FSType:       unescapeMountPath(fields[separator+1]),
+		Source:       unescapeMountPath(fields[separator+2]),
+		SuperOptions: strings.Split(strings.Join(fields[separator+3:], " "), ","),
+	}, nil
+}
+
+// unescapeMountPath undoes the kernel's octal escapes (\040 for a space, …).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// mountAt is the topmost mount at path (the one a lookup of path sees), or
+// nil: of the mounts at path, the one no other mount there is stacked on.
+func mountAt(mounts []MountInfo, path string) *MountInfo {
+	var top *MountInfo
+	for i := range mounts {
+		if mounts[i].MountPoint != path {
+			continue
+		}
+		covered := false
+		for j := range mounts {
+			if mounts[j].MountPoint == path && mounts[j].ParentID == mounts[i].ID {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			top = &mounts[i]
+		}
+	}
+	return top
+}
+
+// VolumeMounts recognises a volume's mounts in the mount table.
+type VolumeMounts struct {
+	Dataset string
+	Link    string // /dev/zvol/<dataset>
+	Device  string // the node the link resolves to (/dev/zd0), "" when there is none
+}
+
+// Shows reports whether a mount shows this volume, whole or a directory of
+// it (a bind of a subdirectory, as kubelet's subPath makes): the dataset
+// itself, a filesystem on the zvol (btrfs reports the path it was mounted
+// with, the others the device node), or the zvol's device node bind-mounted
+// from /dev.
+func (v VolumeMounts) Shows(mount MountInfo) bool {
+	switch {
+	case mount.FSType == "zfs":
+		return mount.Source == v.Dataset
+	case v.Device == "":
+		return false
+	case mount.Source == v.Device || mount.Source == v.Link:
+		return true
+	}
+	return v.IsDeviceBind(mount)
+}
+
+// IsDeviceBind reports whether a mount is the zvol's device node itself,
+// bound from /dev. A bind whose node was unlinked since (the pool exported
+// and imported, udev making the node anew) still shows the volume when the
+// name matches: zvol nodes are named after their minor number, so the same
+// name is the same device.
+func (v VolumeMounts) IsDeviceBind(mount MountInfo) bool {
+	name, _, ok := BoundDevice(mount)
+	return ok && v.Device != "" && name == filepath.Base(v.Device)
+}
+
+// BoundDevice reports, for a device node bind-mounted from /dev (devtmpfs),
+// the node's name ("zd0") and whether it is gone: the kernel appends
+// "//deleted" to the mount's root once the node is unlinked (its zvol
+// destroyed, say). ok is false for any other mount.
+func BoundDevice(mount MountInfo) (name string, deleted, ok bool) {
+	if mount.FSType != "devtmpfs" || mount.Root == "/" {
+		return "", false, false
+	}
+	root, deleted := strings.CutSuffix(mount.Root, "//deleted")
+	return strings.TrimPrefix(root, "/"), deleted, true
+}
+
+// whole reports whether a mount shows a whole volume rather than a
+// directory in it: what staging and publishing make.
+func whole(mount MountInfo) bool {
+	_, _, device := BoundDevice(mount)
+	return device || mount.Root == "/"
+}
