@@ -187,6 +187,7 @@ func run(args []string, stderr io.Writer) error {
 		defer close(stopped)
 		<-ctx.Done()
 		log.Info().Msg("stopping")
+		controllerService.Close()
 		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
 		defer cancel()
 		telemetry.stop(stopCtx)

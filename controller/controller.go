@@ -34,6 +34,7 @@ type Server struct {
 	pages     volumePages
 	snapshots snapshotIndex
 	sources   sourceIndex
+	copies    copyJobs
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
 	// snapshot (before 2.2): CreateSnapshot lists and snapshots from then on.
 	noGuardedSnapshots atomic.Bool
@@ -48,6 +49,10 @@ func New(cfg driver.Config, z zfs.Interface, log zerolog.Logger) (*Server, error
 	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), namer: namer,
 		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1)}, nil
 }
+
+// Close ends the work the service runs apart from its calls (copies under
+// way) and waits for it. Calls after Close fail.
+func (s *Server) Close() { s.copies.stop() }
 
 var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,

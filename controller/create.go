@@ -72,11 +72,22 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
+	copied := false
+	if job := s.copies.running(plan.name); job != nil {
+		// A copy an earlier call started is under way: wait for it, then
+		// answer the volume it made. One that failed is started again.
+		_, err := job.await(ctx, nil)
+		if err != nil && (status.Code(err) == codes.Aborted || ctx.Err() != nil) {
+			return nil, err
+		}
+		copied = err == nil
+	}
 	release, err := s.inflight.Acquire(s.createLocks(plan)...)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	locks := &heldLocks{release: release}
+	defer locks.done()
 
 	var src *source
 	if plan.sourceID != "" {
@@ -88,6 +99,11 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
+	if copied {
+		if existing, _, err := s.findByName(ctx, plan); err != nil || existing != nil {
+			return s.existingVolume(plan, existing, err)
+		}
+	}
 	if len(s.cfg.ParentDatasets) > 1 {
 		if existing, err := s.findInOtherParents(ctx, plan); err != nil || existing != nil {
 			return s.existingVolume(plan, existing, err)
@@ -95,7 +111,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	}
 	for generation, attempts := 1, 0; attempts < driver.MaxGenerations; attempts++ {
 		dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, generation)
-		row, err := s.makeVolume(ctx, plan, src, dataset, size)
+		row, err := s.makeVolume(ctx, plan, src, dataset, size, locks)
 		if err == nil {
 			return &csi.CreateVolumeResponse{Volume: s.csiVolume(row)}, nil
 		}
@@ -114,6 +130,9 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 			return nil, err
 		}
 		existing, free, err := s.findByName(ctx, plan)
+		if err == nil && existing != nil && src != nil {
+			*existing, err = s.completeCopy(ctx, plan, src, *existing, size)
+		}
 		if err != nil || existing != nil {
 			return s.existingVolume(plan, existing, err)
 		}

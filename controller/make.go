@@ -26,8 +26,9 @@ func datasetLock(dataset string) string { return "dataset/" + dataset }
 
 // makeVolume creates the dataset or zvol in as few zfs commands as it can:
 // one `zfs create` with every property for a new volume, one `zfs clone` for
-// a volume from a snapshot. It returns the row the volume now has.
-func (s *Server) makeVolume(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64) (zfs.Dataset, error) {
+// a volume from a snapshot. It returns the row the volume now has. locks are
+// the call's; a copy that outlives the call takes them over.
+func (s *Server) makeVolume(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64, locks *heldLocks) (zfs.Dataset, error) {
 	properties := s.volumeProperties(plan, size, src != nil)
 	row := zfs.Dataset{Name: dataset, Type: zfs.Filesystem, RefQuota: size, User: map[string]string{}}
 	if plan.zvol {
@@ -39,7 +40,7 @@ func (s *Server) makeVolume(ctx context.Context, plan volumePlan, src *source, d
 		}
 	}
 	if src != nil {
-		return row, s.makeFromSource(ctx, plan, src, dataset, size, properties)
+		return row, s.makeFromSource(ctx, plan, src, dataset, size, properties, locks)
 	}
 	options := zfs.CreateOptions{Properties: properties}
 	if plan.zvol {
@@ -85,49 +86,83 @@ func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool)
 // A clone is one `zfs clone` whose properties include a zvol's new size and
 // reservation: zfs sets them in the ioctl that makes the clone and destroys
 // the clone if it cannot, so no retry ever meets a clone that is not what was
-// asked for. A copy is received first and then grown (receive refuses volsize).
-func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64, properties map[string]string) error {
-	snapshot := src.snapshot
+// asked for. A copy is received first and then grown (receive refuses
+// volsize), apart from the call (copyVolume).
+func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *source, dataset string, size uint64,
+	properties map[string]string, locks *heldLocks) error {
+	snapshot := s.sentSnapshot(src, dataset)
+	cleanup := func(context.Context) {}
 	if src.volume != "" {
 		// Internal snapshots (driver.InternalSnapshotPrefix) carry the
 		// Internal mark, are never listed as CSI snapshots, and are
 		// destroyed deferred at once, so ZFS removes them with their clone.
-		snapshot = src.volume + "@" + driver.InternalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
 		err := s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.Internal: "true"})
 		if err != nil && !errors.Is(err, zfs.ErrExists) {
 			return err
 		}
 		// Deferred: destroyed now if nothing was cloned from it, else with its clone.
-		defer s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true})
+		cleanup = func(ctx context.Context) {
+			s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true})
+		}
 	}
+	grow := sourceGrowth(plan, src.size, size)
+	if plan.params.copySource {
+		return s.copyVolume(ctx, plan, locks, snapshot, dataset, properties, grow, cleanup)
+	}
+	defer cleanup(ctx)
+	for key, value := range grow {
+		properties[key] = value
+	}
+	return s.zfs.Clone(ctx, snapshot, dataset, properties)
+}
+
+// sentSnapshot is the snapshot a volume from src is cloned or copied from:
+// the source snapshot, or for a volume source the internal snapshot made for
+// dataset.
+func (s *Server) sentSnapshot(src *source, dataset string) string {
+	if src.volume == "" {
+		return src.snapshot
+	}
+	return src.volume + "@" + driver.InternalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
+}
+
+// sourceGrowth are the properties a zvol made from a source of size has
+// needs to be size: its volsize, and for a thick zvol the reservation ZFS
+// computes for it.
+func sourceGrowth(plan volumePlan, has, size uint64) map[string]string {
 	grow := map[string]string{}
-	if plan.zvol && size > src.size {
+	if plan.zvol && size > has {
 		grow["volsize"] = bytesString(size)
 	}
 	if plan.zvol && !plan.params.thin {
-		// ZFS computes the reservation a full zvol of this size needs.
 		grow["refreservation"] = "auto"
 	}
-	if !plan.params.copySource {
-		for key, value := range grow {
-			properties[key] = value
-		}
-		return s.zfs.Clone(ctx, snapshot, dataset, properties)
+	return grow
+}
+
+// completeCopy finishes a copy that an interrupted call received but did
+// not finish (its received snapshot is still there: finishCopy). Any other
+// existing volume is returned as it is.
+func (s *Server) completeCopy(ctx context.Context, plan volumePlan, src *source, row zfs.Dataset, size uint64) (zfs.Dataset, error) {
+	if !plan.params.copySource || row.User[s.props.Source] != plan.sourceID || row.User[s.props.ParamsHash] != plan.params.hash {
+		return row, nil
 	}
-	err := s.zfs.Copy(ctx, snapshot, dataset, properties)
-	if err == nil {
-		err = s.zfs.Destroy(ctx, dataset+"@"+snapshot[strings.IndexByte(snapshot, '@')+1:], zfs.DestroyOptions{})
+	sent := s.sentSnapshot(src, row.Name)
+	_, err := zfs.Get(ctx, s.zfs, receivedSnapshot(row.Name, sent), nil)
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
+		return row, nil
+	case err != nil:
+		return row, err
 	}
-	if err != nil || len(grow) == 0 {
-		return err
+	s.log.Info().Str("dataset", row.Name).Msg("finishing a copy an interrupted call received")
+	if err := s.finishCopy(ctx, row.Name, sent, sourceGrowth(plan, capacity(row), size)); err != nil {
+		return row, err
 	}
-	if err := s.zfs.Set(ctx, dataset, grow); err != nil {
-		// Without its size or reservation the volume is not what was asked
-		// for, and a retry would find it incompatible: take it back.
-		s.destroyQuietly(context.WithoutCancel(ctx), dataset, zfs.DestroyOptions{Recursive: true})
-		return err
+	if row.Type == zfs.Volume && size > row.VolSize {
+		row.VolSize = size
 	}
-	return nil
+	return row, nil
 }
 
 // destroyQuietly is for clean-up after another error: a failure is logged,

@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -157,18 +159,21 @@ func (e *Exec) change(ctx context.Context, args []string, properties map[string]
 	return err
 }
 
-// Copy pipes `zfs send snapshot` into `zfs receive -u -o k=v … name` through
-// an OS pipe, with no shell. Both run under ctx; when one fails the other is
-// stopped, and the error returned is receive's if zfs classified it, else
-// send's if classified, else whichever failed first.
+// Copy pipes `zfs send snapshot` into `zfs receive -u -o k=v … name`, with
+// no shell. The stream passes through this process, which counts it into
+// opts.Received (a copy can take longer than the call that asked for it,
+// and its progress is what a retry reports). Both commands run under ctx;
+// when one fails the other is stopped, and the error returned is receive's
+// if zfs classified it, else send's if classified, else whichever failed first.
 //
-// A failed Copy may leave name (or part of it) behind, since receive creates
-// it before the stream ends. Copy does not clean up: the caller decides.
-func (e *Exec) Copy(ctx context.Context, snapshot, name string, properties map[string]string) error {
+// A failed Copy leaves nothing: receive is not resumable (-s), so zfs
+// discards a stream cut short. Copy does not clean up after a receive that
+// succeeded and a later step that did not: the caller decides.
+func (e *Exec) Copy(ctx context.Context, snapshot, name string, opts CopyOptions) error {
 	if err := checkNames(snapshot, name); err != nil {
 		return err
 	}
-	options, err := propertyOptions(properties)
+	options, err := propertyOptions(opts.Properties)
 	if err != nil {
 		return err
 	}
@@ -178,24 +183,91 @@ func (e *Exec) Copy(ctx context.Context, snapshot, name string, properties map[s
 	defer stop()
 	send := e.command(pipeCtx, []string{e.cfg.ZFSPath, "send", snapshot})
 	receive := e.command(pipeCtx, append(append([]string{e.cfg.ZFSPath, "receive", "-u"}, options...), name))
-	stream, err := send.cmd.StdoutPipe()
+	relay, err := newRelay(send, receive, opts.Received)
 	if err != nil {
-		return fmt.Errorf("zfs send: %w", err)
+		return err
 	}
-	receive.cmd.Stdin = stream
+	defer relay.close()
 	if err := e.start(send); err != nil {
 		return err
 	}
 	err = e.start(receive)
-	// receive holds its own copy of the read end now. Dropping ours means a
-	// receive that dies makes send fail on a broken pipe instead of blocking.
-	stream.Close()
+	// Each child holds its own copy of its end now. Dropping ours means a
+	// side that dies ends the relay instead of leaving it blocked.
+	relay.started()
 	if err != nil {
 		stop()
+		relay.close()
 		_ = e.wait(pipeCtx, send)
 		return err
 	}
+	go relay.run(pipeCtx)
 	return e.waitPipeline(pipeCtx, stop, send, receive)
+}
+
+// relay moves the stream from send's stdout to receive's stdin, counting it.
+// It uses OS pipes it owns, not exec's StdoutPipe: exec closes that when
+// send exits, which could drop stream bytes not yet read.
+type relay struct {
+	fromSend, sendEnd     *os.File // read end (ours), write end (send's stdout)
+	receiveEnd, toReceive *os.File // read end (receive's stdin), write end (ours)
+	received              *atomic.Uint64
+	closeOnce             sync.Once
+}
+
+func newRelay(send, receive *process, received *atomic.Uint64) (*relay, error) {
+	fromSend, sendEnd, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("zfs send: %w", err)
+	}
+	receiveEnd, toReceive, err := os.Pipe()
+	if err != nil {
+		fromSend.Close()
+		sendEnd.Close()
+		return nil, fmt.Errorf("zfs receive: %w", err)
+	}
+	if received == nil {
+		received = new(atomic.Uint64)
+	}
+	send.cmd.Stdout, receive.cmd.Stdin = sendEnd, receiveEnd
+	return &relay{fromSend: fromSend, sendEnd: sendEnd, receiveEnd: receiveEnd, toReceive: toReceive, received: received}, nil
+}
+
+// started drops the children's ends of the pipes from this process.
+func (r *relay) started() {
+	r.sendEnd.Close()
+	r.receiveEnd.Close()
+}
+
+// run copies until send's stdout ends or receive stops reading, then closes
+// receive's stdin (so it sees the end of the stream) and send's stdout (so a
+// send still writing fails instead of blocking). An end of ctx stops it too.
+func (r *relay) run(ctx context.Context) {
+	stopped := context.AfterFunc(ctx, r.close)
+	defer stopped()
+	defer r.close()
+	buffer := make([]byte, 1<<20)
+	for {
+		n, readErr := r.fromSend.Read(buffer)
+		if n > 0 {
+			if _, err := r.toReceive.Write(buffer[:n]); err != nil {
+				return
+			}
+			r.received.Add(uint64(n))
+		}
+		if readErr != nil {
+			return
+		}
+	}
+}
+
+func (r *relay) close() {
+	r.closeOnce.Do(func() {
+		r.fromSend.Close()
+		r.toReceive.Close()
+		r.sendEnd.Close()
+		r.receiveEnd.Close()
+	})
 }
 
 // waitPipeline waits for both sides of Copy, stopping the survivor as soon as

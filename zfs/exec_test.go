@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,7 +202,7 @@ func TestArgumentsZFSCouldMisreadAreRefusedBeforeRunning(t *testing.T) {
 			}},
 		{"a value with a tab could not be read back by zfs list -H",
 			func(ctx context.Context, e *Exec) error {
-				return e.Copy(ctx, "tank/csi/pvc-a@s", "tank/csi/pvc-b", map[string]string{"x:y": "a\tb"})
+				return e.Copy(ctx, "tank/csi/pvc-a@s", "tank/csi/pvc-b", CopyOptions{Properties: map[string]string{"x:y": "a\tb"}})
 			}},
 	}
 	for _, test := range tests {
@@ -319,10 +320,14 @@ func TestCopyPipesSendIntoReceive(t *testing.T) {
 	stream := bytes.Repeat([]byte("zfs\x00stream\xff\n"), 40000)
 	fake.set("zfs.send", "stdout", string(stream))
 	fake.set("zfs.receive", "read-stdin", "")
-	err := NewExec(ExecConfig{}).Copy(t.Context(), "tank/csi/pvc-a@snap-1", "tank/csi/pvc-copy",
-		map[string]string{"zfs.csi.dev:managed": "true", "mountpoint": "legacy"})
+	var received atomic.Uint64
+	err := NewExec(ExecConfig{}).Copy(t.Context(), "tank/csi/pvc-a@snap-1", "tank/csi/pvc-copy", CopyOptions{
+		Properties: map[string]string{"zfs.csi.dev:managed": "true", "mountpoint": "legacy"}, Received: &received})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if received.Load() != uint64(len(stream)) {
+		t.Errorf("Copy counted %d bytes received, send wrote %d", received.Load(), len(stream))
 	}
 	if got, want := fake.argv("zfs.send"), []string{"send", "tank/csi/pvc-a@snap-1"}; !slices.Equal(got, want) {
 		t.Errorf("send argv %q, want %q", got, want)
@@ -359,7 +364,7 @@ func TestAFailedCopyReturnsTheErrorThatExplainsIt(t *testing.T) {
 		t.Run(test.name, func(t *testing.T) {
 			fake := newFakeZFS(t)
 			test.setup(fake)
-			err := NewExec(ExecConfig{}).Copy(t.Context(), "tank/csi/pvc-a@snap-1", "tank/csi/pvc-copy", nil)
+			err := NewExec(ExecConfig{}).Copy(t.Context(), "tank/csi/pvc-a@snap-1", "tank/csi/pvc-copy", CopyOptions{})
 			var commandErr *CommandError
 			if !errors.Is(err, test.wantKind) || !errors.As(err, &commandErr) || commandErr.Argv[1] != test.wantSide {
 				t.Errorf("err = %v, want %s's %v", err, test.wantSide, test.wantKind)
@@ -375,7 +380,7 @@ func TestCopyStopsBothSidesWhenTheContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
-	err := NewExec(ExecConfig{}).Copy(ctx, "tank/csi/pvc-a@snap-1", "tank/csi/pvc-copy", nil)
+	err := NewExec(ExecConfig{}).Copy(ctx, "tank/csi/pvc-a@snap-1", "tank/csi/pvc-copy", CopyOptions{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,7 @@ type Fake struct {
 	calls    map[string]int
 	failures map[string][]error
 	busy     map[string]bool
+	stalls   map[string]chan struct{}
 }
 
 type fakePool struct {
@@ -53,6 +55,7 @@ func NewFake(pools map[string]uint64) *Fake {
 		calls:    map[string]int{},
 		failures: map[string][]error{},
 		busy:     map[string]bool{},
+		stalls:   map[string]chan struct{}{},
 	}
 	for name, size := range pools {
 		f.pools[name] = &fakePool{size: size, health: "ONLINE"}
@@ -107,6 +110,49 @@ func (f *Fake) SetBusy(name string, busy bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.busy[name] = busy
+}
+
+// Stall makes each later call of method (only "Copy" heeds it) wait until
+// release is called, as a long zfs send does. A call whose context ends
+// while it waits fails with the context's error having changed nothing, as
+// a killed zfs receive leaves nothing.
+func (f *Fake) Stall(method string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gate := make(chan struct{})
+	f.stalls[method] = gate
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.stalls[method] == gate {
+				delete(f.stalls, method)
+			}
+			close(gate)
+		})
+	}
+}
+
+// stall waits out a Stall of method; progress runs first, as the part of
+// the work done before the wait.
+func (f *Fake) stall(ctx context.Context, method string, progress func()) error {
+	f.mu.Lock()
+	gate := f.stalls[method]
+	f.mu.Unlock()
+	if gate == nil {
+		return nil
+	}
+	progress()
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls[method]++
+		return ctx.Err()
+	}
 }
 
 // Hold places a user hold on a snapshot, as `zfs hold` does (zrepl and
@@ -249,8 +295,22 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 	return nil
 }
 
-// Copy implements Interface.
-func (f *Fake) Copy(ctx context.Context, snapshot, name string, properties map[string]string) error {
+// Copy implements Interface. The stream it counts into opts.Received is the
+// snapshot's referenced bytes.
+func (f *Fake) Copy(ctx context.Context, snapshot, name string, opts CopyOptions) error {
+	received := opts.Received
+	if received == nil {
+		received = new(atomic.Uint64)
+	}
+	f.mu.Lock()
+	var stream uint64
+	if snap, ok := f.datasets[snapshot]; ok {
+		stream = snap.referenced
+	}
+	f.mu.Unlock()
+	if err := f.stall(ctx, "Copy", func() { received.Store(stream / 2) }); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Copy"); err != nil {
@@ -261,19 +321,20 @@ func (f *Fake) Copy(ctx context.Context, snapshot, name string, properties map[s
 		return f.fail("send", snapshot, ErrNotFound)
 	}
 	source := f.datasets[datasetOf(snapshot)]
-	if err := f.checkNewDataset("receive", name, source.typ, properties); err != nil {
+	if err := f.checkNewDataset("receive", name, source.typ, opts.Properties); err != nil {
 		return err
 	}
-	d := &fakeDataset{name: name, typ: source.typ, referenced: snap.referenced, volSize: snap.volSize, props: copyProps(properties)}
+	d := &fakeDataset{name: name, typ: source.typ, referenced: snap.referenced, volSize: snap.volSize, props: copyProps(opts.Properties)}
 	if source.typ == Volume {
 		d.props["volblocksize"] = strconv.FormatUint(source.volBlockSize(), 10)
 	}
 	if err := f.add(d); err != nil {
 		return err
 	}
-	received := &fakeDataset{name: name + "@" + snapshotOf(snapshot), typ: Snapshot, referenced: snap.referenced,
+	received.Store(snap.referenced)
+	copied := &fakeDataset{name: name + "@" + snapshotOf(snapshot), typ: Snapshot, referenced: snap.referenced,
 		volSize: snap.volSize, props: map[string]string{}, clones: map[string]bool{}}
-	return f.add(received)
+	return f.add(copied)
 }
 
 // Snapshot implements Interface.

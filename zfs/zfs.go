@@ -10,6 +10,7 @@ package zfs
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -109,6 +110,15 @@ type ListOptions struct {
 	Space bool
 }
 
+// CopyOptions are the options of Interface.Copy.
+type CopyOptions struct {
+	// Properties are set on the new dataset by the receive.
+	Properties map[string]string
+	// Received, when not nil, counts the bytes of the stream received so far:
+	// a long copy's progress.
+	Received *atomic.Uint64
+}
+
 // Interface is what the rest of the driver uses of ZFS. Each method is one
 // zfs or zpool command (Copy is two, piped), so callers can count the
 // commands an RPC costs.
@@ -117,9 +127,9 @@ type Interface interface {
 	Create(ctx context.Context, name string, opts CreateOptions) error
 	// Clone makes name a clone of snapshot with the given properties.
 	Clone(ctx context.Context, snapshot, name string, properties map[string]string) error
-	// Copy makes name an independent copy of snapshot (zfs send | zfs receive),
-	// receiving with the given properties. The received snapshot is kept on name.
-	Copy(ctx context.Context, snapshot, name string, properties map[string]string) error
+	// Copy makes name an independent copy of snapshot (zfs send | zfs receive).
+	// The received snapshot is kept on name.
+	Copy(ctx context.Context, snapshot, name string, opts CopyOptions) error
 	// Snapshot makes the snapshot name ("dataset@snap") with the given properties.
 	Snapshot(ctx context.Context, name string, properties map[string]string) error
 	// Destroy destroys a dataset or a snapshot.

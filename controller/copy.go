@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// copyDeadline bounds one sourceMode=copy send|receive. A copy is not bound
+// by the call that asked for it (the sidecar gives CreateVolume a minute; a
+// 20 GiB copy takes longer), only by this.
+const copyDeadline = 24 * time.Hour
+
+// copyJobs are the sourceMode=copy transfers under way, by volume name.
+//
+// A copy runs apart from the CreateVolume that started it. When that call's
+// deadline is near, it answers ABORTED with the copy's progress (which the
+// CO shows and then retries: external-provisioner treats ABORTED as "still in
+// progress") and hands its locks to the copy. A retry of the same name waits
+// for the copy under way instead of starting another, and finds the volume
+// made when it ends. A daemon that dies mid-copy loses nothing: zfs discards
+// a receive cut short, and the retry starts the copy again.
+type copyJobs struct {
+	mu     sync.Mutex
+	jobs   map[string]*copyJob
+	base   context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type copyJob struct {
+	source, dataset string
+	started         time.Time
+	received        atomic.Uint64
+	done            chan struct{}
+	err             error // set before done closes
+
+	mu       sync.Mutex
+	finished bool
+	release  func() // the starting call's locks, once it has returned
+}
+
+// running is the copy under way for a volume name, or nil.
+func (c *copyJobs) running(name string) *copyJob {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.jobs[name]
+}
+
+// start runs work as the copy for a volume name.
+func (c *copyJobs) start(name, source, dataset string, work func(ctx context.Context, received *atomic.Uint64) error) *copyJob {
+	job := &copyJob{source: source, dataset: dataset, started: time.Now(), done: make(chan struct{})}
+	c.mu.Lock()
+	if c.jobs == nil {
+		c.jobs = map[string]*copyJob{}
+	}
+	if c.cancel == nil {
+		c.base, c.cancel = context.WithCancel(context.Background())
+	}
+	c.jobs[name] = job
+	base := c.base
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(base, copyDeadline)
+		defer cancel()
+		err := work(ctx, &job.received)
+		c.mu.Lock()
+		delete(c.jobs, name)
+		c.mu.Unlock()
+		job.mu.Lock()
+		job.err, job.finished = err, true
+		release := job.release
+		job.mu.Unlock()
+		if release != nil {
+			release()
+		}
+		close(job.done)
+	}()
+	return job
+}
+
+// stop ends every copy under way and waits for them: zfs discards a
+// receive cut short, and the retry after a restart copies again.
+func (c *copyJobs) stop() {
+	c.mu.Lock()
+	if c.cancel == nil {
+		c.base, c.cancel = context.WithCancel(context.Background())
+	}
+	c.cancel()
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// await waits for the copy until ctx is about to end, and then answers
+// ABORTED with its progress. When it returns before the copy ends, release
+// (the caller's locks, if not nil) passes to the copy, which calls it when
+// it ends; handedOver says so.
+func (j *copyJob) await(ctx context.Context, release func()) (handedOver bool, err error) {
+	wait := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		// Answer while the caller still listens: the margin is a tenth of
+		// what is left, at most a second.
+		margin := min(time.Until(deadline)/10, time.Second)
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, deadline.Add(-margin))
+		defer cancel()
+	}
+	select {
+	case <-j.done:
+		return false, j.err
+	case <-wait.Done():
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.finished {
+		return false, j.err
+	}
+	if release != nil {
+		j.release = release
+	}
+	if ctx.Err() != nil {
+		return release != nil, ctx.Err()
+	}
+	return release != nil, status.Errorf(codes.Aborted, "%s", j.progress())
+}
+
+func (j *copyJob) progress() string {
+	return fmt.Sprintf("copying %s into %s: %s of its stream received in %s; the copy goes on, a retry of this call waits for it",
+		j.source, j.dataset, humanBytes(j.received.Load()), time.Since(j.started).Round(time.Second))
+}
+
+func humanBytes(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	value, unit := float64(n), 0
+	for value >= 1024 && unit < len(units)-1 {
+		value, unit = value/1024, unit+1
+	}
+	if unit == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", value, units[unit])
+}
+
+// heldLocks are a CreateVolume's in-flight keys, released when the call
+// returns unless a copy took them over.
+type heldLocks struct{ release func() }
+
+// take hands the locks to someone else: the caller no longer releases them.
+func (l *heldLocks) take() func() {
+	release := l.release
+	l.release = nil
+	return release
+}
+
+func (l *heldLocks) done() {
+	if l.release != nil {
+		l.release()
+	}
+}
+
+// copyVolume makes dataset an independent copy of snapshot and finishes it,
+// apart from the call (see copyJobs), which waits for it as long as it can.
+func (s *Server) copyVolume(ctx context.Context, plan volumePlan, locks *heldLocks, snapshot, dataset string,
+	properties, grow map[string]string, cleanup func(context.Context)) error {
+	job := s.copies.start(plan.name, snapshot, dataset, func(ctx context.Context, received *atomic.Uint64) error {
+		defer cleanup(ctx)
+		err := s.zfs.Copy(ctx, snapshot, dataset, zfs.CopyOptions{Properties: properties, Received: received})
+		if err != nil {
+			return err
+		}
+		return s.finishCopy(ctx, dataset, snapshot, grow)
+	})
+	handedOver, err := job.await(ctx, locks.release)
+	if handedOver {
+		locks.take()
+	}
+	return err
+}
+
+// finishCopy is what a copy needs after its receive: a zvol's new size and
+// reservation (receive refuses volsize), then the received snapshot goes.
+// The snapshot goes last because it marks the copy unfinished: a retry
+// after a crash between the two meets it and finishes the copy
+// (completeCopy) instead of finding a volume smaller than was asked for.
+func (s *Server) finishCopy(ctx context.Context, dataset, sourceSnapshot string, grow map[string]string) error {
+	if len(grow) > 0 {
+		if err := s.zfs.Set(ctx, dataset, grow); err != nil {
+			if errors.Is(err, zfs.ErrNoSpace) || errors.Is(err, zfs.ErrInvalid) {
+				// It would fail the same way on every retry: take it back.
+				s.destroyQuietly(context.WithoutCancel(ctx), dataset, zfs.DestroyOptions{Recursive: true})
+			}
+			return err
+		}
+	}
+	err := s.zfs.Destroy(ctx, receivedSnapshot(dataset, sourceSnapshot), zfs.DestroyOptions{})
+	if errors.Is(err, zfs.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// receivedSnapshot is the snapshot a receive leaves on the copy: the sent
+// snapshot's name on the new dataset.
+func receivedSnapshot(dataset, sourceSnapshot string) string {
+	return dataset + "@" + sourceSnapshot[strings.IndexByte(sourceSnapshot, '@')+1:]
+}
