@@ -168,6 +168,18 @@ func (f *Fake) Hold(snapshot string) error {
 	return nil
 }
 
+// Release takes away a user hold Hold placed (`zfs release`).
+func (f *Fake) Release(snapshot string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.datasets[snapshot]
+	if !ok || d.typ != Snapshot || d.holds == 0 {
+		return f.fail("release", snapshot, ErrNotFound)
+	}
+	d.holds--
+	return nil
+}
+
 // Write pretends that bytes of data were written to a filesystem or volume.
 func (f *Fake) Write(name string, bytes uint64) error {
 	f.mu.Lock()

@@ -147,7 +147,10 @@ func (d *fakeDataset) referencedIfNew() uint64 {
 }
 
 func (f *Fake) remove(name string) {
-	d := f.datasets[name]
+	d, ok := f.datasets[name]
+	if !ok {
+		return // a deferred-destroyed origin that went with its last clone
+	}
 	delete(f.datasets, name)
 	if d.origin == "" {
 		return
