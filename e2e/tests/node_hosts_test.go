@@ -167,8 +167,10 @@ func TestNodeStagesAfterAnInterruptedFormat(t *testing.T) {
 			mustRun(t, "udevadm", "settle", "--timeout=60")
 			device := zvolDevice(t, v)
 			for _, argv := range cutOff {
-				args := append([]string(nil), argv[1:]...)
-				args[len(args)-1] = device
+				args := make([]string, 0, len(argv)-1)
+				for _, arg := range argv[1:] {
+					args = append(args, strings.ReplaceAll(arg, "DEVICE", device))
+				}
 				mustRun(t, argv[0], args...)
 			}
 			mustRun(t, "udevadm", "settle", "--timeout=60")
