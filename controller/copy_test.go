@@ -85,10 +85,17 @@ func TestACopyFinishesWithinItsCallWhenItCan(t *testing.T) {
 	if volume.GetCapacityBytes() != 2<<30 {
 		t.Errorf("capacity %d", volume.GetCapacityBytes())
 	}
-	// snapshot, send|receive, set volsize and reservation, destroy the
-	// received and the internal snapshot.
-	if calls := h.fake.TotalCalls(); calls != 6 {
-		t.Errorf("a copy ran %d commands (%v), want 6", calls, h.fake.Calls())
+	// list the source, look for an earlier copy, snapshot, send|receive,
+	// set volsize and reservation, destroy the received and the internal
+	// snapshot.
+	if calls := h.fake.TotalCalls(); calls != 7 {
+		t.Errorf("a copy ran %d commands (%v), want 7", calls, h.fake.Calls())
+	}
+	// A retry after the copy: the source and the copy are read, nothing is sent.
+	h.fake.ResetCalls()
+	h.create(copyRequest("copy", 2<<30, source.GetVolumeId()))
+	if calls := h.fake.Calls(); calls["Copy"] != 0 || calls["Snapshot"] != 0 || h.fake.TotalCalls() != 3 {
+		t.Errorf("a retry after the copy ran %v, want three zfs list and no send", calls)
 	}
 	if _, err := h.server.DeleteVolume(t.Context(), &csi.DeleteVolumeRequest{VolumeId: source.GetVolumeId()}); err != nil {
 		t.Errorf("the copy's locks outlived it: %v", err)

@@ -99,8 +99,15 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
-	if copied {
-		if existing, _, err := s.findByName(ctx, plan); err != nil || existing != nil {
+	if copied || plan.params.copySource {
+		// A copy costs a send of the whole source: look for the volume an
+		// earlier call copied first (one zfs list; the retries of a long
+		// copy are the common case, not the exception).
+		existing, _, err := s.findByName(ctx, plan)
+		if err == nil && existing != nil {
+			*existing, err = s.completeCopy(ctx, plan, src, *existing, size)
+		}
+		if err != nil || existing != nil {
 			return s.existingVolume(plan, existing, err)
 		}
 	}

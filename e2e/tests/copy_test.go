@@ -77,19 +77,19 @@ func checkCopy(t *testing.T, parent string, copied *csi.Volume, size int64, mib 
 
 // A copy longer than the call that asked for it goes on; the call answers
 // ABORTED with its progress, the retries wait for it, and one of them gets
-// the volume. On TCG a 192 MiB send|receive takes several seconds: far
-// longer than the 1 s calls here.
+// the volume. On TCG a 384 MiB send|receive takes about 20 s: far longer
+// than the 3 s calls here.
 func TestACopyOutlastsItsCallsAndCompletes(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)
-	const mib = 192
+	const mib = 384
 	source, want := copySource(t, d, "copy-src", mib)
-	req := copyOf("copy-long", 256<<20, source.GetVolumeId())
+	req := copyOf("copy-long", 512<<20, source.GetVolumeId())
 	aborted, progress := 0, ""
 	deadline := time.Now().Add(5 * time.Minute)
 	var copied *csi.Volume
 	for copied == nil {
-		call, cancel := context.WithTimeout(context.Background(), time.Second)
+		call, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		response, err := d.controller.CreateVolume(call, req)
 		cancel()
 		switch status.Code(err) {
@@ -108,12 +108,12 @@ func TestACopyOutlastsItsCallsAndCompletes(t *testing.T) {
 	}
 	t.Logf("%d ABORTED answers before the volume; last: %s", aborted, progress)
 	if aborted == 0 || !strings.Contains(progress, "received") {
-		t.Errorf("the copy finished within one 1 s call (%d ABORTED): the test shows nothing; make the source larger", aborted)
+		t.Errorf("the copy finished within one 3 s call (%d ABORTED): the test shows nothing; make the source larger", aborted)
 	}
 	if n := strings.Count(run(t, "cat", d.logPath), `"zfs","send"`); n != 1 {
 		t.Errorf("zfs send ran %d times, want once: a retry started the copy again", n)
 	}
-	checkCopy(t, parent, copied, 256<<20, mib, want)
+	checkCopy(t, parent, copied, 512<<20, mib, want)
 }
 
 // A kill of the daemon (and its zfs commands) during a copy leaves nothing
