@@ -115,6 +115,16 @@ func volume(ctx context.Context, p Pool, name string, zvol bool, snapshots ...st
 	return nil
 }
 
+// snapshotUnchanged runs SnapshotGuarded where it must change nothing.
+func snapshotUnchanged(ctx context.Context, p Pool, root string, req zfs.SnapshotRequest) (zfs.SnapshotResult, string, error) {
+	var result zfs.SnapshotResult
+	problem, err := unchanged(ctx, p, root, func() (err error) {
+		result, err = p.SnapshotGuarded(ctx, req)
+		return err
+	})
+	return result, problem, err
+}
+
 func want(what string, got, wanted any) string {
 	if fmt.Sprint(got) == fmt.Sprint(wanted) {
 		return ""
@@ -288,11 +298,7 @@ func snapshotCases() []GuardedCase {
 			if err := volume(ctx, p, v, false, "one"); err != nil {
 				return "", err
 			}
-			var result zfs.SnapshotResult
-			problem, err := unchanged(ctx, p, root, func() (err error) {
-				result, err = p.SnapshotGuarded(ctx, request(v, "other", "one"))
-				return err
-			})
+			result, problem, err := snapshotUnchanged(ctx, p, root, request(v, "other", "one"))
 			if err != nil {
 				return "", err
 			}
@@ -308,11 +314,7 @@ func snapshotCases() []GuardedCase {
 			}
 			req := request(v, "one", "one")
 			req.Others = []string{w + "@one", root + "/missing@one"}
-			var result zfs.SnapshotResult
-			problem, err := unchanged(ctx, p, root, func() (err error) {
-				result, err = p.SnapshotGuarded(ctx, req)
-				return err
-			})
+			result, problem, err := snapshotUnchanged(ctx, p, root, req)
 			if err != nil {
 				return "", err
 			}
@@ -356,11 +358,7 @@ func snapshotCases() []GuardedCase {
 			if err := p.Create(ctx, v, zfs.CreateOptions{}); err != nil {
 				return "", err
 			}
-			var result zfs.SnapshotResult
-			problem, err := unchanged(ctx, p, root, func() (err error) {
-				result, err = p.SnapshotGuarded(ctx, request(v, "s", "one"))
-				return err
-			})
+			result, problem, err := snapshotUnchanged(ctx, p, root, request(v, "s", "one"))
 			if err != nil {
 				return "", err
 			}
