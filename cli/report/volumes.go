@@ -1,24 +1,13 @@
-package main
+package report
 
 import (
 	"io"
 	"strings"
 )
 
-func init() {
-	subcommands["volumes"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "list the driver's volumes on this host, with where they are staged and published (read from ZFS and the mount table)",
-		run: func(args []string, stdout, stderr io.Writer) error {
-			op, err := parseOperator("volumes", args, stdout, stderr, nil)
-			if err != nil {
-				return err
-			}
-			return op.volumes()
-		},
-	}
+// Volumes is `zfs-csi volumes`.
+func Volumes(args []string, stdout, stderr io.Writer) error {
+	return runReport("volumes", args, stdout, stderr, (*operator).volumes)
 }
 
 // volumes lists every volume marked managed, live or deleted.

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"context"
@@ -14,25 +14,18 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/zfs-csi/zfs-csi/cli/ctl"
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 )
 
-func init() {
-	subcommands["status"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "pools, parent datasets, capacity, reaper backlog, and whether the daemon and its kubelet registration answer",
-		run:     runStatus,
-	}
-}
-
-func runStatus(args []string, stdout, stderr io.Writer) error {
+// Status is `zfs-csi status`.
+func Status(args []string, stdout, stderr io.Writer) error {
 	var endpoint, kubeletDir string
 	op, err := parseOperator("status", args, stdout, stderr, func(flags *flag.FlagSet) {
-		endpointFlag(flags, &endpoint)
-		flags.StringVar(&kubeletDir, "kubelet-dir", env("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
+		envflag.Endpoint(flags, &endpoint)
+		flags.StringVar(&kubeletDir, "kubelet-dir", envflag.String("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
 	})
 	if err != nil {
 		return err
@@ -144,7 +137,7 @@ func (r statusReport) write(out io.Writer) error {
 // probeDaemon asks the daemon's socket who it is and whether it is ready.
 func probeDaemon(endpoint string) daemonStatus {
 	status := daemonStatus{Endpoint: endpoint}
-	conn, err := dialCSI(endpoint)
+	conn, err := ctl.Dial(endpoint)
 	if err != nil {
 		status.Error = err.Error()
 		return status
@@ -177,7 +170,7 @@ func probeRegistration(socket string) registrationStatus {
 		return status
 	}
 	status.Present = true
-	conn, err := dialCSI("unix://" + socket)
+	conn, err := ctl.Dial("unix://" + socket)
 	if err != nil {
 		status.Error = err.Error()
 		return status

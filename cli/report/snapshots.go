@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"io"
@@ -6,20 +6,9 @@ import (
 	"time"
 )
 
-func init() {
-	subcommands["snapshots"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "list the snapshots the driver made on this host (read from ZFS)",
-		run: func(args []string, stdout, stderr io.Writer) error {
-			op, err := parseOperator("snapshots", args, stdout, stderr, nil)
-			if err != nil {
-				return err
-			}
-			return op.snapshots()
-		},
-	}
+// Snapshots is `zfs-csi snapshots`.
+func Snapshots(args []string, stdout, stderr io.Writer) error {
+	return runReport("snapshots", args, stdout, stderr, (*operator).snapshots)
 }
 
 // snapshots lists the CSI snapshots, those deleted but held by clones, and
