@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
@@ -137,27 +138,23 @@ func (r statusReport) write(out io.Writer) error {
 // probeDaemon asks the daemon's socket who it is and whether it is ready.
 func probeDaemon(endpoint string) daemonStatus {
 	status := daemonStatus{Endpoint: endpoint}
-	conn, err := ctl.Dial(endpoint)
+	err := askSocket(endpoint, func(ctx context.Context, conn *grpc.ClientConn) error {
+		identity := csi.NewIdentityClient(conn)
+		info, err := identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+		if err != nil {
+			return err
+		}
+		status.Answering, status.Name, status.Version = true, info.GetName(), info.GetVendorVersion()
+		probe, err := identity.Probe(ctx, &csi.ProbeRequest{})
+		if err != nil {
+			return err
+		}
+		status.Ready = probe.GetReady() == nil || probe.GetReady().GetValue()
+		return nil
+	})
 	if err != nil {
 		status.Error = err.Error()
-		return status
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	identity := csi.NewIdentityClient(conn)
-	info, err := identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
-	if err != nil {
-		status.Error = err.Error()
-		return status
-	}
-	status.Answering, status.Name, status.Version = true, info.GetName(), info.GetVendorVersion()
-	probe, err := identity.Probe(ctx, &csi.ProbeRequest{})
-	if err != nil {
-		status.Error = err.Error()
-		return status
-	}
-	status.Ready = probe.GetReady() == nil || probe.GetReady().GetValue()
 	return status
 }
 
@@ -170,19 +167,29 @@ func probeRegistration(socket string) registrationStatus {
 		return status
 	}
 	status.Present = true
-	conn, err := ctl.Dial("unix://" + socket)
+	err := askSocket("unix://"+socket, func(ctx context.Context, conn *grpc.ClientConn) error {
+		info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
+		if err != nil {
+			return err
+		}
+		status.Answering, status.Endpoint = true, info.GetEndpoint()
+		return nil
+	})
 	if err != nil {
-		status.Error = err.Error()
-		return status
+		status.Error = strings.TrimSpace(err.Error())
+	}
+	return status
+}
+
+// askSocket connects to a socket and asks it questions under one deadline,
+// so that a report never waits long for a daemon that hangs.
+func askSocket(endpoint string, questions func(context.Context, *grpc.ClientConn) error) error {
+	conn, err := ctl.Dial(endpoint)
+	if err != nil {
+		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
-	if err != nil {
-		status.Error = strings.TrimSpace(err.Error())
-		return status
-	}
-	status.Answering, status.Endpoint = true, info.GetEndpoint()
-	return status
+	return questions(ctx, conn)
 }
