@@ -137,19 +137,7 @@ func (j *copyJob) await(ctx context.Context, release func()) (handedOver bool, e
 
 func (j *copyJob) progress() string {
 	return fmt.Sprintf("copying %s into %s: %s of its stream received in %s; the copy goes on, a retry of this call waits for it",
-		j.source, j.dataset, humanBytes(j.received.Load()), time.Since(j.started).Round(time.Second))
-}
-
-func humanBytes(n uint64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	value, unit := float64(n), 0
-	for value >= 1024 && unit < len(units)-1 {
-		value, unit = value/1024, unit+1
-	}
-	if unit == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s", value, units[unit])
+		j.source, j.dataset, zfs.FormatSize(j.received.Load()), time.Since(j.started).Round(time.Second))
 }
 
 // heldLocks are a CreateVolume's in-flight keys, released when the call

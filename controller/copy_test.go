@@ -48,7 +48,7 @@ func TestACopyLongerThanItsCallGoesOnAndARetryGetsTheVolume(t *testing.T) {
 	req := copyRequest("copy", 2<<30, source.GetVolumeId())
 
 	_, err := h.server.CreateVolume(shortCall(t), req)
-	if code(err) != codes.Aborted || !strings.Contains(err.Error(), "32.0 MiB of its stream received") {
+	if code(err) != codes.Aborted || !strings.Contains(err.Error(), "32M of its stream received") {
 		t.Fatalf("a call whose deadline comes before its copy ends: %v, want ABORTED with the copy's progress", err)
 	}
 	_, err = h.server.DeleteVolume(t.Context(), &csi.DeleteVolumeRequest{VolumeId: source.GetVolumeId()})

@@ -216,7 +216,7 @@ func TestZvolClonesKeepTheirSourcesBlockSize(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s with %s blocks: %v", name, blockSize, err)
 			}
-			size, _ := parseSize(blockSize)
+			size, _ := zfs.ParseSize(blockSize)
 			if got := uint64(volume.GetVolume().GetCapacityBytes()); got%size != 0 || got < 1<<30+1 {
 				t.Errorf("%s with %s blocks: %d bytes", name, blockSize, got)
 			}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // StorageClass / volume-spec parameters.
@@ -204,28 +205,11 @@ func parseVolBlockSize(value string, zvol bool) (uint64, error) {
 	if !zvol {
 		return 0, invalid("parameter %s applies to zvols (block access or ext4/xfs/btrfs), not to datasets", ParamVolBlockSize)
 	}
-	size, err := parseSize(value)
+	size, err := zfs.ParseSize(value)
 	if err != nil || size < 512 || size > 128<<10 || size&(size-1) != 0 {
 		return 0, invalid("parameter %s=%q must be a power of two from 512 to 128K", ParamVolBlockSize, value)
 	}
 	return size, nil
-}
-
-// parseSize reads "16384", "16K" or "16k" (binary multiples K, M, G).
-func parseSize(value string) (uint64, error) {
-	multiplier := uint64(1)
-	if n := len(value); n > 0 {
-		switch value[n-1] {
-		case 'k', 'K':
-			multiplier, value = 1<<10, value[:n-1]
-		case 'm', 'M':
-			multiplier, value = 1<<20, value[:n-1]
-		case 'g', 'G':
-			multiplier, value = 1<<30, value[:n-1]
-		}
-	}
-	n, err := strconv.ParseUint(value, 10, 32)
-	return n * multiplier, err
 }
 
 // metadataProperty maps the CO metadata external-provisioner passes

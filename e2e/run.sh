@@ -84,11 +84,6 @@ csi_sanity() {
 	echo "$bin"
 }
 
-build_democlient() {
-	(cd "$REPO" && CGO_ENABLED=0 go build -o "$OUT/democlient" ./e2e/democlient) ||
-		die "e2e/democlient does not build"
-}
-
 # prepare_share lays out the 9p share for one run: fresh results, current scripts.
 prepare_share() {
 	local mode="$1"
@@ -203,9 +198,7 @@ main() {
 		;;
 	demo)
 		build_driver || die "the demo needs the driver (main.go)"
-		build_democlient
 		share_binary "$OUT/zfs-csi" zfs-csi
-		share_binary "$OUT/democlient" democlient
 		;;
 	systemd)
 		# The package as a user installs it: guest/systemd/suite.sh.

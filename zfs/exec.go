@@ -5,6 +5,13 @@ package zfs
 // (SetRunner, SetLogger) with one timeout for every call instead of the caller's
 // context, and its Dataset reads a fixed column list with no user properties,
 // refquota, clones or defer_destroy, so List would need its own parser anyway.
+//
+// The boundary: everything in the zfs-csi binary reads and changes ZFS through
+// this package, the operator commands included (they must show what the
+// driver sees, and that lives in user properties). go-zfs serves where its
+// costs do not matter and its independence does: the e2e tests read back what
+// the driver did with it, a second parser that a bug here cannot fool
+// (e2e/tests/helpers_test.go).
 
 import (
 	"bytes"

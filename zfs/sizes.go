@@ -1,5 +1,12 @@
 package zfs
 
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
 // defaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
 // divides it, so sizes rounded to it are valid on both.
 const defaultVolBlockSize = 16 << 10
@@ -45,4 +52,43 @@ func LargestThickVolume(available, volBlockSize uint64) uint64 {
 		}
 	}
 	return low * volBlockSize
+}
+
+// sizeUnits are the binary multiples ZFS reads and prints, in order.
+const sizeUnits = "KMGTPE"
+
+// ParseSize reads a byte count the way zfs and Kubernetes write one:
+// "16384", "16K", "16k", "16KB", "16KiB" or "16Ki" (binary multiples K, M,
+// G, T, P, E).
+func ParseSize(value string) (uint64, error) {
+	number := strings.TrimSuffix(value, "B")
+	binary := strings.HasSuffix(number, "i")
+	number = strings.TrimSuffix(number, "i")
+	shift := 0
+	if n := len(number); n > 0 {
+		if i := strings.IndexByte(sizeUnits, number[n-1]&^0x20); i >= 0 {
+			shift, number = 10*(i+1), number[:n-1]
+		}
+	}
+	n, err := strconv.ParseUint(number, 10, 64)
+	if err != nil || binary && shift == 0 || n > math.MaxUint64>>shift {
+		return 0, fmt.Errorf("size %q: want a byte count, optionally with K, M, G, T, P or E", value)
+	}
+	return n << shift, nil
+}
+
+// FormatSize prints a byte count the way zfs list does: 512, 16K, 1.5G.
+func FormatSize(n uint64) string {
+	if n < 1024 {
+		return strconv.FormatUint(n, 10)
+	}
+	value, unit := float64(n), -1
+	for value >= 1024 && unit < len(sizeUnits)-1 {
+		value /= 1024
+		unit++
+	}
+	if value < 10 {
+		return fmt.Sprintf("%.1f%c", value, sizeUnits[unit])
+	}
+	return fmt.Sprintf("%.0f%c", value, sizeUnits[unit])
 }

@@ -1,11 +1,12 @@
 # shellcheck shell=bash
 # The `make demo` tour, run inside the guest by init.sh: the driver on a real
-# pool, volumes of both kinds, data written to them, a snapshot, clones, and
-# what an operator sees with `zfs list`. Each step prints what it does.
+# pool, driven by its own CSI client (`zfs-csi ctl`): volumes of both kinds,
+# data written to them, a snapshot, clones, and what an operator sees with
+# `zfs list`. Each step prints what it does.
 #
-# The Node service does not exist yet, so data is written the way a node would
-# see it: the dataset (mountpoint=legacy) mounted by hand, the zvol written
-# through its /dev/zvol link.
+# Data is written the way ZFS shows it, without the Node service: the dataset
+# (mountpoint=legacy) mounted by hand, the zvol written through its /dev/zvol
+# link.
 
 DEMO_PARENT=$POOL/csi
 
@@ -20,7 +21,9 @@ show() {
 	"$@"
 }
 
-csi() { "$SHARE/democlient" -endpoint "unix://$DRIVER_SOCKET" "$@"; }
+# ctl calls the demo's daemon; `ctl -o id …` prints only the new volume's or
+# snapshot's ID.
+ctl() { "$SHARE/zfs-csi" ctl --endpoint "unix://$DRIVER_SOCKET" "$@"; }
 
 # dataset_of prints the ZFS name inside a volume or snapshot ID (<node>:<name>).
 dataset_of() { echo "${1#*:}"; }
@@ -32,12 +35,12 @@ zfs_overview() {
 demo_tour() {
 	demo_step "start the driver on pool $POOL, parent dataset $DEMO_PARENT"
 	start_driver "$DEMO_PARENT" || return 1
-	show csi info || return 1
+	show ctl info || return 1
 
 	demo_step "create a 256 MiB filesystem volume (a ZFS dataset with refquota) and a 128 MiB block volume (a zvol)"
 	local fs_volume block_volume
-	fs_volume="$(csi create-volume demo-files 256Mi mount)" || return 1
-	block_volume="$(csi create-volume demo-block 128Mi block)" || return 1
+	fs_volume="$(ctl -o id create-volume demo-files --size 256Mi)" || return 1
+	block_volume="$(ctl -o id create-volume demo-block --size 128Mi --block)" || return 1
 	echo "filesystem volume: $fs_volume"
 	echo "block volume:      $block_volume"
 	zfs_overview
@@ -59,14 +62,14 @@ demo_tour() {
 
 	demo_step "snapshot both volumes"
 	local fs_snapshot block_snapshot
-	fs_snapshot="$(csi create-snapshot demo-files-snap "$fs_volume")" || return 1
-	block_snapshot="$(csi create-snapshot demo-block-snap "$block_volume")" || return 1
+	fs_snapshot="$(ctl -o id create-snapshot demo-files-snap "$fs_volume")" || return 1
+	block_snapshot="$(ctl -o id create-snapshot demo-block-snap "$block_volume")" || return 1
 	echo "snapshots: $fs_snapshot  $block_snapshot"
 
 	demo_step "clone new volumes from the snapshots (zfs clone: instant, shares blocks)"
 	local fs_clone block_clone
-	fs_clone="$(csi clone-volume demo-files-clone 256Mi mount "$fs_snapshot")" || return 1
-	block_clone="$(csi clone-volume demo-block-clone 128Mi block "$block_snapshot")" || return 1
+	fs_clone="$(ctl -o id create-volume demo-files-clone --size 256Mi --from-snapshot "$fs_snapshot")" || return 1
+	block_clone="$(ctl -o id create-volume demo-block-clone --size 128Mi --block --from-snapshot "$block_snapshot")" || return 1
 	echo "clones: $fs_clone  $block_clone"
 
 	demo_step "the clones hold the data"
@@ -83,8 +86,8 @@ demo_tour() {
 	}
 
 	demo_step "what the CO sees: ListVolumes and ListSnapshots"
-	show csi list-volumes
-	show csi list-snapshots
+	show ctl list-volumes
+	show ctl list-snapshots
 
 	demo_step "what an operator sees: everything is in ZFS, with the CSI names as user properties"
 	zfs_overview

@@ -20,7 +20,8 @@ SANITY_SKIP=(
 	# csi-sanity v5.6.0 compares the snapshot's topology with the node's by
 	# reflect.DeepEqual, and the node's message carries a protobuf sizeCache
 	# set when the request marshalled it: no answer can pass. The controller
-	# unit tests check the same with proto.Equal (controller/sanity_test.go).
+	# unit tests check the same with proto.Equal
+	# (TestSnapshotsAreUsableOnTheirNodeOnly); plugin/sanity_test.go skips it too.
 	'should succeed when creating a snapshot with accessibility requirements'
 )
 

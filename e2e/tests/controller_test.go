@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	gozfs "github.com/mistifyio/go-zfs/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -79,10 +80,11 @@ func TestCloneSharesItsSnapshotsData(t *testing.T) {
 		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapshot.GetSnapshotId()}}}})
 	cloneDataset := datasetOf(t, clone.GetVolumeId())
-	if origin := zfsGet(t, "origin", cloneDataset); "e2e-node:"+origin != snapshot.GetSnapshotId() {
+	cloneRow := zfsDataset(t, cloneDataset)
+	if origin := cloneRow.Origin; "e2e-node:"+origin != snapshot.GetSnapshotId() {
 		t.Errorf("origin %q, snapshot %q", origin, snapshot.GetSnapshotId())
 	}
-	if used, _ := strconv.Atoi(zfsGet(t, "usedbydataset", cloneDataset)); used > 1<<20 {
+	if used := cloneRow.Usedbydataset; used > 1<<20 {
 		t.Errorf("the clone uses %d bytes of its own: it does not share its snapshot's blocks", used)
 	}
 	cloneDir := mountDataset(t, cloneDataset)
@@ -157,8 +159,8 @@ func TestDeletedVolumeWithDependentsLeavesNoOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, func() string {
-		if snapshots := mustRun(t, "zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", sourceDataset); strings.Count(snapshots, "@") != 1 {
-			return "want only the deferred CSI snapshot left on the source (the internal one reaped):\n" + snapshots
+		if snapshots := zfsNames(t, gozfs.Snapshots, sourceDataset); len(snapshots) != 1 {
+			return "want only the deferred CSI snapshot left on the source (the internal one reaped):\n" + strings.Join(snapshots, "\n")
 		}
 		return ""
 	})
@@ -166,7 +168,7 @@ func TestDeletedVolumeWithDependentsLeavesNoOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, func() string {
-		left := mustRun(t, "zfs", "list", "-H", "-o", "name", "-t", "all", "-r", parent)
+		left := strings.Join(zfsNames(t, gozfs.Datasets, parent), "\n")
 		if want := parent + "\n" + datasetOf(t, again.GetVolumeId()); left != want {
 			return "left under the parent:\n" + left
 		}
@@ -243,8 +245,8 @@ func TestExpandAndModifyOnZFS(t *testing.T) {
 		t.Errorf("refquota %s", got)
 	}
 	zvolDataset := datasetOf(t, zvol.GetVolumeId())
-	if got := zfsGet(t, "volsize", zvolDataset); got != strconv.Itoa(32<<20) {
-		t.Errorf("volsize %s", got)
+	if got := zfsDataset(t, zvolDataset).Volsize; got != 32<<20 {
+		t.Errorf("volsize %d", got)
 	}
 	if reserved, _ := strconv.Atoi(zfsGet(t, "refreservation", zvolDataset)); reserved < 32<<20 {
 		t.Errorf("a thick zvol's reservation did not grow with it: %d", reserved)

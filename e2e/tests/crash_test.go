@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	gozfs "github.com/mistifyio/go-zfs/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -106,10 +107,10 @@ func TestCallsInterruptedByAKillConverge(t *testing.T) {
 
 		// Half-made? The restore is thick at its size; the grown volume grew.
 		dataset := datasetOf(t, restored.GetVolume().GetVolumeId())
-		if zfsGet(t, "volsize", dataset) != "134217728" || zfsGet(t, "refreservation", dataset) == "0" ||
+		if volsize := zfsDataset(t, dataset).Volsize; volsize != 134217728 || zfsGet(t, "refreservation", dataset) == "0" ||
 			zfsGet(t, "zfs.csi.dev:managed", dataset) != "true" {
-			t.Errorf("round %d: restore %s is half-made: volsize %s refreservation %s", round, dataset,
-				zfsGet(t, "volsize", dataset), zfsGet(t, "refreservation", dataset))
+			t.Errorf("round %d: restore %s is half-made: volsize %d refreservation %s", round, dataset,
+				volsize, zfsGet(t, "refreservation", dataset))
 		}
 		if got := zfsGet(t, "refquota", datasetOf(t, fresh.GetVolume().GetVolumeId())); got != "67108864" {
 			t.Errorf("round %d: the expanded volume has refquota %s", round, got)
@@ -130,7 +131,7 @@ func TestCallsInterruptedByAKillConverge(t *testing.T) {
 	// Leaked or duplicated? Only the source volume is left, with no
 	// snapshot (the reaper takes internal ones within its interval).
 	eventually(t, 30*time.Second, func() string {
-		left := strings.Fields(run(t, "zfs", "list", "-H", "-r", "-t", "all", "-o", "name", parent))
+		left := zfsNames(t, gozfs.Datasets, parent)
 		if len(left) != 2 || left[1] != datasetOf(t, source.GetVolumeId()) {
 			return "left behind: " + strings.Join(left, " ")
 		}

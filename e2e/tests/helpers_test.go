@@ -2,7 +2,15 @@
 
 // Package tests holds the end-to-end tests that run inside the ZFS guest
 // (make e2e): each test starts the real zfs-csi binary on its own socket and
-// parent dataset and checks the effects with the zfs tools themselves.
+// parent dataset and checks the effects on ZFS itself.
+//
+// What the driver did is read back with a parser that is not the driver's:
+// which datasets exist and the columns go-zfs (github.com/mistifyio/go-zfs/v3)
+// reads (origin, volsize, usedbydataset, …) come through go-zfs, so that a
+// bug in package zfs's parsing cannot vouch for itself; the properties go-zfs
+// does not read (user properties, refquota, refreservation, volblocksize,
+// defer_destroy, …) come from `zfs get -H -p` (zfsGet). State the tests set
+// up or change themselves stays a zfs command line, as an operator types it.
 package tests
 
 import (
@@ -18,11 +26,19 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	gozfs "github.com/mistifyio/go-zfs/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
 const nodeID = "e2e-node"
+
+// TestMain bounds every go-zfs command: its runner is package-level and
+// waits forever unless given a timeout.
+func TestMain(m *testing.M) {
+	gozfs.SetRunner(&gozfs.Runner{Timeout: 2 * time.Minute, Grace: 5 * time.Second})
+	os.Exit(m.Run())
+}
 
 // driverProcess is one zfs-csi daemon under test.
 type driverProcess struct {
@@ -184,9 +200,37 @@ func zfsGet(t *testing.T, property, dataset string) string {
 	return mustRun(t, "zfs", "get", "-H", "-p", "-o", "value", property, dataset)
 }
 
+// zfsDataset is a dataset's (or a zvol's or snapshot's) row as go-zfs reads it.
+func zfsDataset(t *testing.T, name string) *gozfs.Dataset {
+	t.Helper()
+	dataset, err := gozfs.GetDataset(name)
+	if err != nil {
+		t.Fatalf("go-zfs reading %s: %v", name, err)
+	}
+	return dataset
+}
+
+// exists says whether zfs lists the dataset, zvol or snapshot.
 func exists(t *testing.T, dataset string) bool {
 	t.Helper()
-	return exec.Command("zfs", "list", "-H", "-o", "name", dataset).Run() == nil
+	_, err := gozfs.GetDataset(dataset)
+	return err == nil
+}
+
+// zfsNames lists the names under root (root included, in zfs list -r's
+// order) with a go-zfs lister: gozfs.Datasets for every type, gozfs.Snapshots
+// for snapshots only.
+func zfsNames(t *testing.T, list func(filter string) ([]*gozfs.Dataset, error), root string) []string {
+	t.Helper()
+	datasets, err := list(root)
+	if err != nil {
+		t.Fatalf("go-zfs listing %s: %v", root, err)
+	}
+	names := make([]string, len(datasets))
+	for i, dataset := range datasets {
+		names[i] = dataset.Name
+	}
+	return names
 }
 
 func datasetOf(t *testing.T, volumeID string) string {

@@ -102,8 +102,8 @@ func TestACloneTakesItsSizeAndReservationInOneCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := zfsGet(t, "volsize", clone); got != "134217728" {
-				t.Errorf("volsize %s", got)
+			if got := zfsDataset(t, clone).Volsize; got != 134217728 {
+				t.Errorf("volsize %d", got)
 			}
 			size, _ := strconv.ParseUint(blockSize, 10, 64)
 			want := zfs.ThickReservation(128<<20, size)

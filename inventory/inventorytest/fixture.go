@@ -1,7 +1,8 @@
 // Package inventorytest builds hosts for the tests of the operator tools and
 // the metrics: a fake ZFS pool whose volumes are made by the real controller
-// (so they carry exactly the properties the driver sets), a mount table file
-// and a /dev directory with zvol links.
+// (so they carry exactly the properties the driver sets), a mount table file,
+// a /dev directory with zvol links, and the daemon's plugin serving that pool
+// on a socket for the tools that talk to it.
 package inventorytest
 
 import (
@@ -18,6 +19,8 @@ import (
 	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/plugin"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -52,6 +55,25 @@ func New(t *testing.T) *Fixture {
 		Host: inventory.Host{MountInfo: filepath.Join(dir, "mountinfo"), DevDir: filepath.Join(dir, "dev"), CODirs: inventory.DefaultCODirs()}}
 	f.writeMountInfo()
 	return f
+}
+
+// Serve serves the plugin the daemon serves over the fixture's pool, with
+// mounter as its host, on a unix socket until the test ends; it returns the
+// endpoint.
+func (f *Fixture) Serve(mounter node.Mounter) string {
+	f.T.Helper()
+	served, err := plugin.New(f.Config, f.Fake, mounter, zerolog.Nop(), node.Options{})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	server := driver.NewServer(zerolog.Nop(), served.Services)
+	endpoint := "unix://" + filepath.Join(f.T.TempDir(), "csi.sock")
+	if err := server.Listen(endpoint); err != nil {
+		f.T.Fatal(err)
+	}
+	go server.Serve()
+	f.T.Cleanup(func() { server.Stop(context.Background()) })
+	return endpoint
 }
 
 // Mount capabilities.

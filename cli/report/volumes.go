@@ -1,24 +1,15 @@
-package main
+package report
 
 import (
 	"io"
 	"strings"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-func init() {
-	subcommands["volumes"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "list the driver's volumes on this host, with where they are staged and published (read from ZFS and the mount table)",
-		run: func(args []string, stdout, stderr io.Writer) error {
-			op, err := parseOperator("volumes", args, stdout, stderr, nil)
-			if err != nil {
-				return err
-			}
-			return op.volumes()
-		},
-	}
+// Volumes is `zfs-csi volumes`.
+func Volumes(args []string, stdout, stderr io.Writer) error {
+	return runReport("volumes", args, stdout, stderr, (*operator).volumes)
 }
 
 // volumes lists every volume marked managed, live or deleted.
@@ -36,7 +27,7 @@ func (op *operator) volumes() error {
 		if volume.PVCName != "" {
 			pvc = volume.PVCNamespace + "/" + volume.PVCName
 		}
-		t.row(volume.ID, volume.CSIName, kindName(volume), humanBytes(volume.Capacity), humanBytes(volume.Referenced), pvc,
+		t.row(volume.ID, volume.CSIName, kindName(volume), zfs.FormatSize(volume.Capacity), zfs.FormatSize(volume.Referenced), pvc,
 			strings.Join(volume.Staged, ","), strings.Join(volume.Published, ","), volume.State)
 	}
 	return t.flush()

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"context"
@@ -12,27 +12,22 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/zfs-csi/zfs-csi/cli/ctl"
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-func init() {
-	subcommands["status"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "pools, parent datasets, capacity, reaper backlog, and whether the daemon and its kubelet registration answer",
-		run:     runStatus,
-	}
-}
-
-func runStatus(args []string, stdout, stderr io.Writer) error {
+// Status is `zfs-csi status`.
+func Status(args []string, stdout, stderr io.Writer) error {
 	var endpoint, kubeletDir string
 	op, err := parseOperator("status", args, stdout, stderr, func(flags *flag.FlagSet) {
-		endpointFlag(flags, &endpoint)
-		flags.StringVar(&kubeletDir, "kubelet-dir", env("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
+		envflag.Endpoint(flags, &endpoint)
+		flags.StringVar(&kubeletDir, "kubelet-dir", envflag.String("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
 	})
 	if err != nil {
 		return err
@@ -127,7 +122,7 @@ func (r statusReport) write(out io.Writer) error {
 		r.Volumes[inventory.StateOK], r.Volumes[inventory.StateDeletedHeld], r.Volumes[inventory.StateDeletedStuck], r.Snapshots)
 	pools := newTable(out, "POOL", "HEALTH", "SIZE", "ALLOCATED", "FREE", "FRAGMENTATION")
 	for _, pool := range r.Pools {
-		pools.row(pool.Name, pool.Health, humanBytes(pool.Size), humanBytes(pool.Allocated), humanBytes(pool.Free),
+		pools.row(pool.Name, pool.Health, zfs.FormatSize(pool.Size), zfs.FormatSize(pool.Allocated), zfs.FormatSize(pool.Free),
 			strconv.Itoa(int(pool.Fragmentation*100))+"%")
 	}
 	if err := pools.flush(); err != nil {
@@ -136,7 +131,7 @@ func (r statusReport) write(out io.Writer) error {
 	fmt.Fprintln(out)
 	parents := newTable(out, "PARENT DATASET", "EXISTS", "VOLUMES", "USED", "AVAILABLE")
 	for _, parent := range r.Parents {
-		parents.row(parent.Name, strconv.FormatBool(parent.Exists), strconv.Itoa(parent.Volumes), humanBytes(parent.Used), humanBytes(parent.Available))
+		parents.row(parent.Name, strconv.FormatBool(parent.Exists), strconv.Itoa(parent.Volumes), zfs.FormatSize(parent.Used), zfs.FormatSize(parent.Available))
 	}
 	return parents.flush()
 }
@@ -144,27 +139,23 @@ func (r statusReport) write(out io.Writer) error {
 // probeDaemon asks the daemon's socket who it is and whether it is ready.
 func probeDaemon(endpoint string) daemonStatus {
 	status := daemonStatus{Endpoint: endpoint}
-	conn, err := dialCSI(endpoint)
+	err := askSocket(endpoint, func(ctx context.Context, conn *grpc.ClientConn) error {
+		identity := csi.NewIdentityClient(conn)
+		info, err := identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
+		if err != nil {
+			return err
+		}
+		status.Answering, status.Name, status.Version = true, info.GetName(), info.GetVendorVersion()
+		probe, err := identity.Probe(ctx, &csi.ProbeRequest{})
+		if err != nil {
+			return err
+		}
+		status.Ready = probe.GetReady() == nil || probe.GetReady().GetValue()
+		return nil
+	})
 	if err != nil {
 		status.Error = err.Error()
-		return status
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	identity := csi.NewIdentityClient(conn)
-	info, err := identity.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{})
-	if err != nil {
-		status.Error = err.Error()
-		return status
-	}
-	status.Answering, status.Name, status.Version = true, info.GetName(), info.GetVendorVersion()
-	probe, err := identity.Probe(ctx, &csi.ProbeRequest{})
-	if err != nil {
-		status.Error = err.Error()
-		return status
-	}
-	status.Ready = probe.GetReady() == nil || probe.GetReady().GetValue()
 	return status
 }
 
@@ -177,19 +168,29 @@ func probeRegistration(socket string) registrationStatus {
 		return status
 	}
 	status.Present = true
-	conn, err := dialCSI("unix://" + socket)
+	err := askSocket("unix://"+socket, func(ctx context.Context, conn *grpc.ClientConn) error {
+		info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
+		if err != nil {
+			return err
+		}
+		status.Answering, status.Endpoint = true, info.GetEndpoint()
+		return nil
+	})
 	if err != nil {
-		status.Error = err.Error()
-		return status
+		status.Error = strings.TrimSpace(err.Error())
+	}
+	return status
+}
+
+// askSocket connects to a socket and asks it questions under one deadline,
+// so that a report never waits long for a daemon that hangs.
+func askSocket(endpoint string, questions func(context.Context, *grpc.ClientConn) error) error {
+	conn, err := ctl.Dial(endpoint)
+	if err != nil {
+		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := registerapi.NewRegistrationClient(conn).GetInfo(ctx, &registerapi.InfoRequest{})
-	if err != nil {
-		status.Error = strings.TrimSpace(err.Error())
-		return status
-	}
-	status.Answering, status.Endpoint = true, info.GetEndpoint()
-	return status
+	return questions(ctx, conn)
 }

@@ -1,8 +1,9 @@
-package main
-
-// What the operator commands (volumes, snapshots, status, doctor) share:
-// the daemon's flags for finding the driver's datasets, the host's mount
-// table, and output as a table for people or JSON for scripts.
+// Package report is the operator commands (volumes, snapshots, status,
+// doctor): what ZFS and the mount table say about the driver's volumes, as a
+// table for people or JSON for scripts. They take the daemon's flags for
+// finding its datasets but read ZFS themselves, never the daemon's memory, so
+// they tell the truth when the daemon is down or confused.
+package report
 
 import (
 	"context"
@@ -14,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/zfs"
@@ -33,7 +35,7 @@ type operator struct {
 // validates them after parsing and builds the operator.
 func operatorFlags(flags *flag.FlagSet, stdout io.Writer) (finish func() (*operator, error)) {
 	op := &operator{stdout: stdout}
-	finishConfig := driverFlags(flags, &op.cfg)
+	finishConfig := envflag.DriverConfig(flags, &op.cfg)
 	output := flags.String("o", "table", "output: table or json")
 	flags.DurationVar(&op.timeout, "timeout", time.Minute, "how long the zfs commands may take")
 	flags.StringVar(&op.host.MountInfo, "mountinfo", "/proc/self/mountinfo", "the mount table to read")
@@ -70,6 +72,15 @@ func parseOperator(name string, args []string, stdout, stderr io.Writer, extra f
 		return nil, err
 	}
 	return finish()
+}
+
+// runReport runs a report that takes only the flags every operator command takes.
+func runReport(name string, args []string, stdout, stderr io.Writer, report func(*operator) error) error {
+	op, err := parseOperator(name, args, stdout, stderr, nil)
+	if err != nil {
+		return err
+	}
+	return report(op)
 }
 
 // read takes the inventory and places it on the mount table.
@@ -114,23 +125,6 @@ func (t *table) row(cells ...string) {
 }
 
 func (t *table) flush() error { return t.w.Flush() }
-
-// humanBytes is a size the way zfs list prints it: 1.5G, 512M, 0.
-func humanBytes(n uint64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d", n)
-	}
-	value, unit := float64(n), -1
-	for value >= 1024 && unit < len(units)-1 {
-		value /= 1024
-		unit++
-	}
-	if value < 10 {
-		return fmt.Sprintf("%.1f%c", value, units[unit])
-	}
-	return fmt.Sprintf("%.0f%c", value, units[unit])
-}
 
 // kindName is a volume's kind in one word: dataset, zvol/ext4, zvol/block.
 func kindName(volume inventory.Volume) string {

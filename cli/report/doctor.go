@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"errors"
@@ -8,24 +8,16 @@ import (
 	"os"
 	"strings"
 
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/inventory"
 )
-
-func init() {
-	subcommands["doctor"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "look for what the driver cannot repair by itself and say what to do; exits 1 when it finds something",
-		run:     runDoctor,
-	}
-}
 
 // errProblemsFound makes doctor exit non-zero after printing its findings.
 var errProblemsFound = errors.New("problems found")
 
-func runDoctor(args []string, stdout, stderr io.Writer) error {
-	coDirs := &stringList{}
+// Doctor is `zfs-csi doctor`: its findings, and an error when there are any.
+func Doctor(args []string, stdout, stderr io.Writer) error {
+	coDirs := &envflag.List{}
 	op, err := parseOperator("doctor", args, stdout, stderr, func(flags *flag.FlagSet) {
 		flags.Var(coDirs, "co-dir", "where a container orchestrator stages and publishes volumes; repeat for several "+
 			"[ZFS_CSI_CO_DIRS, comma-separated] (default "+strings.Join(inventory.DefaultCODirs(), ", ")+")")

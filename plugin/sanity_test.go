@@ -1,4 +1,4 @@
-package controller_test
+package plugin
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/rs/zerolog"
 
-	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// TestSanity runs the upstream CSI conformance suite against the driver
-// serving a real unix socket, with the stateful fake as its ZFS.
+// TestSanity runs the upstream CSI conformance suite against the plugin the
+// daemon serves, on a real unix socket, with the stateful fake as its ZFS and
+// the fake mounter as its host.
 func TestSanity(t *testing.T) {
 	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "sanity-node", ParentDatasets: []string{"tank/csi"}}
 	fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40})
@@ -26,13 +26,11 @@ func TestSanity(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	service, err := controller.New(cfg, fake, log)
+	plugin, err := New(cfg, fake, fakeHost(fake), log, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, fake, cfg) }
-	server := driver.NewServer(log, driver.Services{Identity: driver.NewIdentity(cfg, log, ready, true), Controller: service,
-		Node: node.New(cfg, fake, fakeHost(fake), log, node.Options{})})
+	server := driver.NewServer(log, plugin.Services)
 	socket := filepath.Join(t.TempDir(), "csi.sock")
 	if err := server.Listen("unix://" + socket); err != nil {
 		t.Fatal(err)

@@ -1,25 +1,16 @@
-package main
+package report
 
 import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-func init() {
-	subcommands["snapshots"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "list the snapshots the driver made on this host (read from ZFS)",
-		run: func(args []string, stdout, stderr io.Writer) error {
-			op, err := parseOperator("snapshots", args, stdout, stderr, nil)
-			if err != nil {
-				return err
-			}
-			return op.snapshots()
-		},
-	}
+// Snapshots is `zfs-csi snapshots`.
+func Snapshots(args []string, stdout, stderr io.Writer) error {
+	return runReport("snapshots", args, stdout, stderr, (*operator).snapshots)
 }
 
 // snapshots lists the CSI snapshots, those deleted but held by clones, and
@@ -34,7 +25,7 @@ func (op *operator) snapshots() error {
 	}
 	t := newTable(op.stdout, "SNAPSHOT ID", "NAME", "SOURCE VOLUME", "SIZE", "CREATED", "CLONES", "STATE")
 	for _, snapshot := range inv.Snapshots {
-		t.row(snapshot.ID, snapshot.CSIName, snapshot.SourceVolumeID, humanBytes(snapshot.Size),
+		t.row(snapshot.ID, snapshot.CSIName, snapshot.SourceVolumeID, zfs.FormatSize(snapshot.Size),
 			snapshot.Created.Local().Format(time.DateTime), strconv.Itoa(len(snapshot.Clones)), snapshot.State)
 	}
 	return t.flush()

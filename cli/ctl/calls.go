@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"context"
@@ -13,15 +13,15 @@ import (
 	"github.com/zfs-csi/zfs-csi/driver"
 )
 
-// ctlCommands are the calls ctl makes, by command name.
-var ctlCommands = map[string]ctlCommand{
-	"probe": {summary: "Probe: is the plugin ready", call: func(ctx context.Context, c *ctlClient, _ *ctlRequest) (proto.Message, error) {
+// commands are the calls ctl makes, by command name.
+var commands = map[string]command{
+	"probe": {summary: "Probe: is the plugin ready", call: func(ctx context.Context, c *clients, _ *request) (proto.Message, error) {
 		return c.identity.Probe(ctx, &csi.ProbeRequest{})
 	}},
 	"info": {summary: "plugin name and version, capabilities of every service, node info", call: info},
 	"create-volume": {usage: "NAME [--size 1G] [--block | --fs-type ext4] [--param k=v]… [--from-snapshot ID | --from-volume ID]",
 		summary: "CreateVolume", args: 1, call: createVolume,
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.size, "size", "", "required bytes (default: the driver's default size, or the source's)")
 			flags.StringVar(&r.limit, "limit", "", "limit bytes")
 			capabilityFlags(flags, r)
@@ -31,30 +31,30 @@ var ctlCommands = map[string]ctlCommand{
 			flags.StringVar(&r.fromVolume, "from-volume", "", "volume ID to clone")
 		}},
 	"delete-volume": {usage: "VOLUME_ID", summary: "DeleteVolume", args: 1,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.args[0]})
 		}},
 	"get-volume": {usage: "VOLUME_ID", summary: "ControllerGetVolume", args: 1,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.args[0]})
 		}},
 	"list-volumes": {usage: "[--max-entries N] [--starting-token T]", summary: "ListVolumes", flags: pageFlags, call: listVolumes},
 	"expand-volume": {usage: "VOLUME_ID --size 2G [--block | --fs-type ext4]", summary: "ControllerExpandVolume", args: 1,
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.size, "size", "", "the new size (required bytes)")
 			capabilityFlags(flags, r)
 		}, call: expandVolume},
 	"modify-volume": {usage: "VOLUME_ID --mutable-param zfs.compression=zstd…", summary: "ControllerModifyVolume", args: 1,
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			flags.Var(&r.mutable, "mutable-param", "a mutable parameter k=v (zfs.<property>); repeatable")
-		}, call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		}, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.ControllerModifyVolume(ctx, &csi.ControllerModifyVolumeRequest{VolumeId: r.args[0], MutableParameters: r.mutable})
 		}},
 	"get-capacity": {usage: "[--param k=v]… [--block | --fs-type ext4]", summary: "GetCapacity",
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			capabilityFlags(flags, r)
 			paramFlags(flags, r)
-		}, call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		}, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			capability, err := r.capability()
 			if err != nil {
 				return nil, err
@@ -63,16 +63,16 @@ var ctlCommands = map[string]ctlCommand{
 				VolumeCapabilities: []*csi.VolumeCapability{capability}})
 		}},
 	"create-snapshot": {usage: "NAME SOURCE_VOLUME_ID [--param k=v]…", summary: "CreateSnapshot", args: 2, flags: paramFlags,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: r.args[0], SourceVolumeId: r.args[1], Parameters: r.params})
 		}},
 	"delete-snapshot": {usage: "SNAPSHOT_ID", summary: "DeleteSnapshot", args: 1,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: r.args[0]})
 		}},
 	"list-snapshots": {usage: "[--volume VOLUME_ID | --snapshot SNAPSHOT_ID] [--max-entries N] [--starting-token T]",
 		summary: "ListSnapshots", call: listSnapshots,
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.volumeID, "volume", "", "only the snapshots of this volume")
 			flags.StringVar(&r.snapshotID, "snapshot", "", "only this snapshot")
 			pageFlags(flags, r)
@@ -80,25 +80,25 @@ var ctlCommands = map[string]ctlCommand{
 	"stage": {usage: "VOLUME_ID STAGING_PATH [--block | --fs-type ext4] [--mount-flag f]… [--context k=v]…",
 		summary: "NodeStageVolume (kind and context read from the volume unless given)", args: 2, flags: nodeFlags, call: stage},
 	"unstage": {usage: "VOLUME_ID STAGING_PATH", summary: "NodeUnstageVolume", args: 2,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: r.args[0], StagingTargetPath: r.args[1]})
 		}},
 	"publish": {usage: "VOLUME_ID TARGET_PATH --staging-path PATH [--readonly] [--block | --fs-type ext4] [--mount-flag f]…",
 		summary: "NodePublishVolume (kind and context read from the volume unless given)", args: 2, call: publish,
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			nodeFlags(flags, r)
 			flags.StringVar(&r.stagingPath, "staging-path", "", "where the volume is staged (required)")
 			flags.BoolVar(&r.readOnly, "readonly", false, "publish read-only")
 		}},
 	"unpublish": {usage: "VOLUME_ID TARGET_PATH", summary: "NodeUnpublishVolume", args: 2,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: r.args[0], TargetPath: r.args[1]})
 		}},
 	"node-expand-volume": {usage: "VOLUME_ID PATH --size 2G [--staging-path PATH]", summary: "NodeExpandVolume", args: 2,
-		flags: func(flags *flag.FlagSet, r *ctlRequest) {
+		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.size, "size", "", "the new size (required bytes)")
 			flags.StringVar(&r.stagingPath, "staging-path", "", "where the volume is staged")
-		}, call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		}, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			size, err := parseSize(r.size)
 			if err != nil {
 				return nil, err
@@ -107,13 +107,13 @@ var ctlCommands = map[string]ctlCommand{
 				StagingTargetPath: r.stagingPath, CapacityRange: &csi.CapacityRange{RequiredBytes: size}})
 		}},
 	"volume-stats": {usage: "VOLUME_ID PATH", summary: "NodeGetVolumeStats", args: 2,
-		call: func(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: r.args[0], VolumePath: r.args[1]})
 		}},
 }
 
 // info gathers what the plugin says about itself into one JSON object.
-func info(ctx context.Context, c *ctlClient, _ *ctlRequest) (proto.Message, error) {
+func info(ctx context.Context, c *clients, _ *request) (proto.Message, error) {
 	calls := []struct {
 		key  string
 		call func() (proto.Message, error)
@@ -149,7 +149,7 @@ func protoToAny(message proto.Message) any {
 	return value
 }
 
-func createVolume(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+func createVolume(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	capability, err := r.capability()
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func createVolume(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Messa
 	return c.controller.CreateVolume(ctx, request)
 }
 
-func expandVolume(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+func expandVolume(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	size, err := parseSize(r.size)
 	if err != nil || size == 0 {
 		return nil, fmt.Errorf("--size: give the new size (%v)", err)
@@ -194,7 +194,7 @@ func expandVolume(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Messa
 }
 
 // listVolumes lists one page, or every page merged into one response.
-func listVolumes(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+func listVolumes(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	all := &csi.ListVolumesResponse{}
 	token := r.startingToken
 	for {
@@ -209,7 +209,7 @@ func listVolumes(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Messag
 	}
 }
 
-func listSnapshots(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+func listSnapshots(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	all := &csi.ListSnapshotsResponse{}
 	token := r.startingToken
 	for {
@@ -225,7 +225,7 @@ func listSnapshots(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Mess
 	}
 }
 
-func nodeFlags(flags *flag.FlagSet, r *ctlRequest) {
+func nodeFlags(flags *flag.FlagSet, r *request) {
 	capabilityFlags(flags, r)
 	flags.Var(&r.mountFlags, "mount-flag", "a mount flag (noatime, …); repeatable")
 	flags.Var(&r.volumeContext, "context", "a volume context entry k=v; repeatable (default: the context the controller gives the volume)")
@@ -234,7 +234,7 @@ func nodeFlags(flags *flag.FlagSet, r *ctlRequest) {
 // nodeCapability completes a node call's capability and volume context:
 // what the flags say, else what the controller says of the volume (its kind
 // and filesystem), the way a CO passes on CreateVolume's answer.
-func (r *ctlRequest) nodeCapability(ctx context.Context, c *ctlClient) (*csi.VolumeCapability, error) {
+func (r *request) nodeCapability(ctx context.Context, c *clients) (*csi.VolumeCapability, error) {
 	if !r.block && r.fsType == "" || r.volumeContext == nil {
 		response, err := c.controller.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.args[0]})
 		if err != nil {
@@ -252,7 +252,7 @@ func (r *ctlRequest) nodeCapability(ctx context.Context, c *ctlClient) (*csi.Vol
 	return r.capability()
 }
 
-func stage(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+func stage(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	capability, err := r.nodeCapability(ctx, c)
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func stage(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, err
 		VolumeCapability: capability, VolumeContext: r.volumeContext})
 }
 
-func publish(ctx context.Context, c *ctlClient, r *ctlRequest) (proto.Message, error) {
+func publish(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	if r.stagingPath == "" {
 		return nil, fmt.Errorf("--staging-path is required: the path the volume was staged at")
 	}

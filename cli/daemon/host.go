@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // What ties the daemon to its host: the service manager's readiness protocol,
 // Kubernetes registration through kubelet's plugin directory, and the exit
@@ -7,8 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -28,22 +26,13 @@ type configError struct{ error }
 
 func (e configError) Unwrap() error { return e.error }
 
-// exitCode is the process status for the error run returned.
-func exitCode(err error) int {
+// ExitCode is the process status for the error Run returned.
+func ExitCode(err error) int {
 	var config configError
 	if errors.As(err, &config) {
 		return exitConfig
 	}
 	return 1
-}
-
-// envBool reads a boolean environment variable the way flag.BoolVar parses
-// its argument; unset or unparsable means fallback.
-func envBool(name string, fallback bool) bool {
-	if value, err := strconv.ParseBool(os.Getenv(name)); err == nil {
-		return value
-	}
-	return fallback
 }
 
 // startKubelet serves the CSI services at <kubelet-dir>/plugins/<driver>/

@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
+	"github.com/zfs-csi/zfs-csi/node"
 )
 
 const (
@@ -133,12 +134,13 @@ func TestStatusSummarisesPoolsParentsAndTheDaemon(t *testing.T) {
 		t.Errorf("report: %+v", report)
 	}
 
-	h := newCtlHarness(t)
-	op, stdout = operatorOn(t, h.fixture)
-	if err := op.status(h.endpoint, filepath.Join(t.TempDir(), "reg.sock")); err != nil {
+	running := inventorytest.New(t)
+	endpoint := running.Serve(node.NewFakeMounter())
+	op, stdout = operatorOn(t, running)
+	if err := op.status(endpoint, filepath.Join(t.TempDir(), "reg.sock")); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stdout.String(), "daemon: ready at "+h.endpoint+" (zfs.csi.dev test)") {
+	if !strings.Contains(stdout.String(), "daemon: ready at "+endpoint+" (zfs.csi.dev test)") {
 		t.Errorf("status of a running daemon:\n%s", stdout.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package nomadbridge
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/plugin"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -36,15 +37,11 @@ func startDaemon(t *testing.T, fake *zfs.Fake, socket string) func() {
 	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
-	controllerService, err := controller.New(cfg, fake, log)
+	served, err := plugin.New(cfg, fake, node.NewFakeMounter(), log, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := func(context.Context) error { return nil }
-	server := driver.NewServer(log, driver.Services{
-		Identity:   driver.NewIdentity(cfg, log, ready, true),
-		Controller: controllerService,
-	})
+	server := driver.NewServer(log, served.Services)
 	if err := server.Listen("unix://" + socket); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +68,7 @@ func newBridgeFixture(t *testing.T) *bridgeFixture {
 	f.stopDaemon = startDaemon(t, f.fake, f.daemonSocket)
 	t.Cleanup(func() { f.stopDaemon() })
 
-	bridge, err := newNomadBridge("unix://"+f.bridgeSocket, "unix://"+f.daemonSocket, zerolog.New(zerolog.NewTestWriter(t)))
+	bridge, err := newBridge("unix://"+f.bridgeSocket, "unix://"+f.daemonSocket, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +242,7 @@ func TestNomadBridgeFollowsTheDaemon(t *testing.T) {
 
 func TestNomadBridgeRefusesToForwardToItself(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "csi.sock")
-	if _, err := newNomadBridge("unix://"+socket, socket, zerolog.Nop()); err == nil {
+	if _, err := newBridge("unix://"+socket, socket, zerolog.Nop()); err == nil {
 		t.Error("a bridge from a socket to itself was accepted")
 	}
 }

@@ -1,16 +1,12 @@
-package main
+package ctl
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
-
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
 	"github.com/zfs-csi/zfs-csi/node"
 )
@@ -28,26 +24,14 @@ func newCtlHarness(t *testing.T) *ctlHarness {
 	t.Helper()
 	f := inventorytest.New(t)
 	mounter := node.NewFakeMounter()
-	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, f.Fake, f.Config) }
-	server := driver.NewServer(zerolog.Nop(), driver.Services{
-		Identity:   driver.NewIdentity(f.Config, zerolog.Nop(), ready, true),
-		Controller: f.Controller,
-		Node:       node.New(f.Config, f.Fake, mounter, zerolog.Nop(), node.Options{}),
-	})
-	endpoint := "unix://" + filepath.Join(t.TempDir(), "csi.sock")
-	if err := server.Listen(endpoint); err != nil {
-		t.Fatal(err)
-	}
-	go server.Serve()
-	t.Cleanup(func() { server.Stop(context.Background()) })
-	return &ctlHarness{t: t, fixture: f, mounter: mounter, endpoint: endpoint}
+	return &ctlHarness{t: t, fixture: f, mounter: mounter, endpoint: f.Serve(mounter)}
 }
 
 // ctl runs `zfs-csi ctl` and decodes its JSON output.
 func (h *ctlHarness) ctl(args ...string) map[string]any {
 	h.t.Helper()
 	var stdout, stderr bytes.Buffer
-	if err := runCtl(append([]string{"--endpoint", h.endpoint}, args...), &stdout, &stderr); err != nil {
+	if err := Run(append([]string{"--endpoint", h.endpoint}, args...), &stdout, &stderr); err != nil {
 		h.t.Fatalf("ctl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	var out map[string]any
@@ -149,7 +133,7 @@ func TestCtlWithOutputIDPrintsBareIDsForShellScripts(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		if err := runCtl(append([]string{"--endpoint", h.endpoint, "-o", "id"}, args...), &stdout, &stderr); err != nil {
+		if err := Run(append([]string{"--endpoint", h.endpoint, "-o", "id"}, args...), &stdout, &stderr); err != nil {
 			t.Fatalf("ctl -o id %s: %v", strings.Join(args, " "), err)
 		}
 		return stdout.String()
@@ -194,7 +178,7 @@ func TestCtlRefusesWhatItCannotSend(t *testing.T) {
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := runCtl(append([]string{"--endpoint", h.endpoint}, test.args...), &stdout, &stderr)
+			err := Run(append([]string{"--endpoint", h.endpoint}, test.args...), &stdout, &stderr)
 			if err == nil || !strings.Contains(err.Error(), test.want) {
 				t.Errorf("err = %v, want one containing %q", err, test.want)
 			}
@@ -208,6 +192,7 @@ func TestParseSizeTakesBinarySuffixes(t *testing.T) {
 		want int64
 	}{
 		{"1073741824", 1 << 30}, {"1G", 1 << 30}, {"1Gi", 1 << 30}, {"512M", 512 << 20}, {"64k", 64 << 10}, {"2T", 2 << 40}, {"", 0},
+		{"16KiB", 16 << 10}, {"16KB", 16 << 10},
 	}
 	for _, test := range tests {
 		if got, err := parseSize(test.in); err != nil || got != test.want {

@@ -1,9 +1,8 @@
-package main
-
-// `zfs-csi ctl`: a CSI client of the daemon's socket, one call per run, the
-// response printed as JSON (the CSI protobuf's JSON form, with the spec's
-// field names) for scripts and jq. It plays the part csc plays for other
-// drivers, without a separate tool to install.
+// Package ctl is `zfs-csi ctl`: a CSI client of the daemon's socket, one
+// call per run, the response printed as JSON (the CSI protobuf's JSON form,
+// with the spec's field names) for scripts and jq. It plays the part csc
+// plays for other drivers, without a separate tool to install.
+package ctl
 
 import (
 	"bytes"
@@ -12,8 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,30 +23,22 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-func init() {
-	subcommands["ctl"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "call the daemon's CSI services (create-volume, stage, publish, list-snapshots, …) and print the response as JSON",
-		run:     runCtl,
-	}
-}
-
-// ctlCommand is one CSI call (or a few, for info) of ctl.
-type ctlCommand struct {
+// command is one CSI call (or a few, for info) of ctl.
+type command struct {
 	usage   string // the arguments after the command name
 	summary string
 	args    int // how many positional arguments it takes
-	flags   func(*flag.FlagSet, *ctlRequest)
-	call    func(context.Context, *ctlClient, *ctlRequest) (proto.Message, error)
+	flags   func(*flag.FlagSet, *request)
+	call    func(context.Context, *clients, *request) (proto.Message, error)
 }
 
-// ctlRequest holds what the flags and arguments of a command say.
-type ctlRequest struct {
+// request holds what the flags and arguments of a command say.
+type request struct {
 	args          []string
 	size, limit   string
 	block         bool
@@ -56,7 +47,7 @@ type ctlRequest struct {
 	params        keyValues
 	mutable       keyValues
 	volumeContext keyValues
-	mountFlags    stringList
+	mountFlags    envflag.List
 	fromSnapshot  string
 	fromVolume    string
 	stagingPath   string
@@ -67,22 +58,23 @@ type ctlRequest struct {
 	startingToken string
 }
 
-// ctlClient holds the service clients of one connection.
-type ctlClient struct {
+// clients holds the service clients of one connection.
+type clients struct {
 	identity   csi.IdentityClient
 	controller csi.ControllerClient
 	node       csi.NodeClient
 }
 
-func runCtl(args []string, stdout, stderr io.Writer) error {
+// Run runs one ctl command: zfs-csi ctl [FLAGS] COMMAND [ARGS] [FLAGS].
+func Run(args []string, stdout, stderr io.Writer) error {
 	var endpoint, output string
 	var timeout time.Duration
 	flags := flag.NewFlagSet("zfs-csi ctl", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	endpointFlag(flags, &endpoint)
+	envflag.Endpoint(flags, &endpoint)
 	flags.DurationVar(&timeout, "timeout", 2*time.Minute, "deadline of the call")
 	flags.StringVar(&output, "o", "json", "output: json (the response), or id (the volume or snapshot IDs it carries, one a line, for shell scripts)")
-	flags.Usage = func() { ctlUsage(flags) }
+	flags.Usage = func() { printUsage(flags) }
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -94,12 +86,12 @@ func runCtl(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("name a command")
 	}
 	name := flags.Arg(0)
-	command, ok := ctlCommands[name]
+	command, ok := commands[name]
 	if !ok {
 		flags.Usage()
 		return fmt.Errorf("unknown command %q", name)
 	}
-	request := &ctlRequest{}
+	parsed := &request{}
 	commandFlags := flag.NewFlagSet("zfs-csi ctl "+name, flag.ContinueOnError)
 	commandFlags.SetOutput(stderr)
 	commandFlags.Usage = func() {
@@ -107,25 +99,25 @@ func runCtl(args []string, stdout, stderr io.Writer) error {
 		commandFlags.PrintDefaults()
 	}
 	if command.flags != nil {
-		command.flags(commandFlags, request)
+		command.flags(commandFlags, parsed)
 	}
 	var err error
-	if request.args, err = parseInterleaved(commandFlags, flags.Args()[1:]); err != nil {
+	if parsed.args, err = parseInterleaved(commandFlags, flags.Args()[1:]); err != nil {
 		return err
 	}
-	if len(request.args) != command.args {
+	if len(parsed.args) != command.args {
 		commandFlags.Usage()
-		return fmt.Errorf("%s takes %d arguments, got %d", name, command.args, len(request.args))
+		return fmt.Errorf("%s takes %d arguments, got %d", name, command.args, len(parsed.args))
 	}
-	conn, err := dialCSI(endpoint)
+	conn, err := Dial(endpoint)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	client := &ctlClient{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn)}
-	response, err := command.call(ctx, client, request)
+	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn)}
+	response, err := command.call(ctx, client, parsed)
 	if err != nil {
 		if s, ok := status.FromError(err); ok {
 			return fmt.Errorf("%s: %s: %s", name, s.Code(), s.Message())
@@ -138,24 +130,24 @@ func runCtl(args []string, stdout, stderr io.Writer) error {
 	return writeProto(stdout, response)
 }
 
-func ctlUsage(flags *flag.FlagSet) {
+func printUsage(flags *flag.FlagSet) {
 	out := flags.Output()
 	fmt.Fprintln(out, "usage: zfs-csi ctl [--endpoint unix:///run/zfs-csi/csi.sock] [--timeout 2m] [-o json|id] COMMAND [ARGS] [FLAGS]")
-	names := make([]string, 0, len(ctlCommands))
-	for name := range ctlCommands {
+	names := make([]string, 0, len(commands))
+	for name := range commands {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		command := ctlCommands[name]
+		command := commands[name]
 		fmt.Fprintf(out, "  %s %s\n      %s\n", name, command.usage, command.summary)
 	}
 	fmt.Fprintln(out, "\"zfs-csi ctl COMMAND -h\" tells a command's flags. Sizes take K, M, G, T (or Ki, Mi, Gi, Ti): powers of 1024.")
 	flags.PrintDefaults()
 }
 
-// dialCSI connects to a CSI unix socket (unix:///path, unix:/path or /path).
-func dialCSI(endpoint string) (*grpc.ClientConn, error) {
+// Dial connects to a CSI unix socket (unix:///path, unix:/path or /path).
+func Dial(endpoint string) (*grpc.ClientConn, error) {
 	path, err := driver.SocketPath(endpoint)
 	if err != nil {
 		return nil, err
@@ -244,27 +236,19 @@ func (kv *keyValues) Set(value string) error {
 	return nil
 }
 
-// parseSize reads a byte count with an optional binary suffix: 1073741824,
-// 1G, 1Gi, 512M, 64k. Empty is 0.
+// parseSize reads a --size or --limit flag: "" for none.
 func parseSize(value string) (int64, error) {
 	if value == "" {
 		return 0, nil
 	}
-	number := strings.TrimSuffix(strings.TrimSuffix(value, "i"), "B")
-	shift := 0
-	if n := len(number); n > 0 {
-		if i := strings.IndexByte("KMGTP", number[n-1]&^0x20); i >= 0 {
-			shift, number = 10*(i+1), number[:n-1]
-		}
+	n, err := zfs.ParseSize(value)
+	if err == nil && n > math.MaxInt64 {
+		err = fmt.Errorf("size %q is larger than CSI can carry", value)
 	}
-	n, err := strconv.ParseInt(number, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)>>shift {
-		return 0, fmt.Errorf("size %q: want a byte count, optionally with K, M, G, T or P", value)
-	}
-	return n << shift, nil
+	return int64(n), err
 }
 
-// accessModes names the CSI access modes the way the flag takes them:
+// accessMode reads a CSI access mode the way the flag takes it:
 // single-node-writer, multi-node-reader-only, …
 func accessMode(name string) (csi.VolumeCapability_AccessMode_Mode, error) {
 	if name == "" {
@@ -286,7 +270,7 @@ func accessMode(name string) (csi.VolumeCapability_AccessMode_Mode, error) {
 
 // capability is the volume capability the flags describe: block with
 // --block, else a mount with --fs-type ("" asks for a ZFS dataset).
-func (r *ctlRequest) capability() (*csi.VolumeCapability, error) {
+func (r *request) capability() (*csi.VolumeCapability, error) {
 	if r.block && r.fsType != "" {
 		return nil, fmt.Errorf("--block and --fs-type exclude each other")
 	}
@@ -305,17 +289,17 @@ func (r *ctlRequest) capability() (*csi.VolumeCapability, error) {
 }
 
 // capabilityFlags are the flags that describe a capability.
-func capabilityFlags(flags *flag.FlagSet, r *ctlRequest) {
+func capabilityFlags(flags *flag.FlagSet, r *request) {
 	flags.BoolVar(&r.block, "block", false, "raw block access (a zvol)")
 	flags.StringVar(&r.fsType, "fs-type", "", "filesystem: empty or zfs for a dataset, ext4, xfs or btrfs for a formatted zvol")
 	flags.StringVar(&r.accessMode, "access-mode", "single-node-writer", "CSI access mode, e.g. single-node-multi-writer")
 }
 
-func paramFlags(flags *flag.FlagSet, r *ctlRequest) {
+func paramFlags(flags *flag.FlagSet, r *request) {
 	flags.Var(&r.params, "param", "a parameter k=v, as a StorageClass gives it; repeatable")
 }
 
-func pageFlags(flags *flag.FlagSet, r *ctlRequest) {
+func pageFlags(flags *flag.FlagSet, r *request) {
 	flags.IntVar(&r.maxEntries, "max-entries", 0, "one page of at most this many entries; 0 lists all pages")
 	flags.StringVar(&r.startingToken, "starting-token", "", "where the page starts (the previous page's next_token)")
 }

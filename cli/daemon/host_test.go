@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -12,14 +12,14 @@ import (
 
 func TestTheDefaultFileDocumentsEveryDaemonVariable(t *testing.T) {
 	var usage bytes.Buffer
-	if _, err := parseOptions([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
+	if _, err := parseOptions("test", []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("parseOptions(-h) = %v", err)
 	}
 	variables := regexp.MustCompile(`\[((?:ZFS_CSI|CSI)_[A-Z_]+)`).FindAllStringSubmatch(usage.String(), -1)
 	if len(variables) < 5 {
 		t.Fatalf("found only %d variables in the usage text:\n%s", len(variables), usage.String())
 	}
-	defaults, err := os.ReadFile("packaging/default/zfs-csi")
+	defaults, err := os.ReadFile("../../packaging/default/zfs-csi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,33 +45,8 @@ func TestExitCode(t *testing.T) {
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
-			if got := exitCode(test.err); got != test.want {
-				t.Errorf("exitCode = %d, want %d", got, test.want)
-			}
-		})
-	}
-}
-
-func TestEnvBool(t *testing.T) {
-	tests := []struct {
-		name, value string
-		set         bool
-		want        bool
-	}{
-		{"unset keeps the default", "", false, true},
-		{"false turns it off", "false", true, false},
-		{"0 turns it off", "0", true, false},
-		{"a typo keeps the default", "flase", true, true},
-	}
-	for _, test := range tests {
-		t.Run(test.name, func(t *testing.T) {
-			if test.set {
-				t.Setenv("ZFS_CSI_TEST_BOOL", test.value)
-			} else {
-				os.Unsetenv("ZFS_CSI_TEST_BOOL")
-			}
-			if got := envBool("ZFS_CSI_TEST_BOOL", true); got != test.want {
-				t.Errorf("envBool = %t, want %t", got, test.want)
+			if got := ExitCode(test.err); got != test.want {
+				t.Errorf("ExitCode = %d, want %d", got, test.want)
 			}
 		})
 	}

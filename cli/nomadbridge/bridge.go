@@ -1,11 +1,11 @@
-package main
-
-// zfs-csi nomad-bridge: Nomad registers CSI plugins only through a task's
-// csi_plugin block, and talks to the plugin on the socket it names in the
-// task's $CSI_ENDPOINT. The daemon runs on the host under systemd, so a
-// raw_exec task runs this bridge: it listens on $CSI_ENDPOINT and copies each
-// connection byte for byte to the daemon's socket. gRPC over HTTP/2 passes
-// through a stream proxy unchanged, so the bridge knows nothing of CSI.
+// Package nomadbridge is `zfs-csi nomad-bridge`. Nomad registers CSI plugins
+// only through a task's csi_plugin block, and talks to the plugin on the
+// socket it names in the task's $CSI_ENDPOINT. The daemon runs on the host
+// under systemd, so a raw_exec task runs this bridge: it listens on
+// $CSI_ENDPOINT and copies each connection byte for byte to the daemon's
+// socket. gRPC over HTTP/2 passes through a stream proxy unchanged, so the
+// bridge knows nothing of CSI.
+package nomadbridge
 
 import (
 	"context"
@@ -22,29 +22,21 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 )
-
-func init() {
-	subcommands["nomad-bridge"] = struct {
-		summary string
-		run     func(args []string, stdout, stderr io.Writer) error
-	}{
-		summary: "serve Nomad's $CSI_ENDPOINT by forwarding each connection to the daemon's socket",
-		run:     runNomadBridge,
-	}
-}
 
 // bridgeDialTimeout bounds the connection to the daemon; a daemon that is
 // down makes the Nomad side see a closed connection at once.
 const bridgeDialTimeout = 5 * time.Second
 
-func runNomadBridge(args []string, _, stderr io.Writer) error {
+// Run runs the bridge until SIGTERM or SIGINT.
+func Run(args []string, _, stderr io.Writer) error {
 	flags := flag.NewFlagSet("zfs-csi nomad-bridge", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	listen := flags.String("listen", os.Getenv("CSI_ENDPOINT"), "socket Nomad connects to [CSI_ENDPOINT, set by Nomad for csi_plugin tasks]")
-	target := flags.String("target", env("ZFS_CSI_BRIDGE_TARGET", "unix:///run/zfs-csi/csi.sock"), "the daemon's socket (its --endpoint) [ZFS_CSI_BRIDGE_TARGET]")
-	logLevel := flags.String("log-level", env("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
+	target := flags.String("target", envflag.String("ZFS_CSI_BRIDGE_TARGET", "unix:///run/zfs-csi/csi.sock"), "the daemon's socket (its --endpoint) [ZFS_CSI_BRIDGE_TARGET]")
+	logLevel := flags.String("log-level", envflag.String("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -60,7 +52,7 @@ func runNomadBridge(args []string, _, stderr io.Writer) error {
 	}
 	// JSON lines on stderr: Nomad keeps them with the allocation's logs.
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "nomad-bridge").Logger()
-	bridge, err := newNomadBridge(*listen, *target, log)
+	bridge, err := newBridge(*listen, *target, log)
 	if err != nil {
 		return err
 	}
@@ -69,8 +61,8 @@ func runNomadBridge(args []string, _, stderr io.Writer) error {
 	return bridge.serve(ctx)
 }
 
-// nomadBridge forwards connections from one unix socket to another.
-type nomadBridge struct {
+// bridge forwards connections from one unix socket to another.
+type bridge struct {
 	listenPath string
 	targetPath string
 	log        zerolog.Logger
@@ -78,9 +70,9 @@ type nomadBridge struct {
 	file       os.FileInfo
 }
 
-// newNomadBridge listens at once, so that a caller knows the socket exists
+// newBridge listens at once, so that a caller knows the socket exists
 // when it returns.
-func newNomadBridge(listen, target string, log zerolog.Logger) (*nomadBridge, error) {
+func newBridge(listen, target string, log zerolog.Logger) (*bridge, error) {
 	listenPath, err := driver.SocketPath(listen)
 	if err != nil {
 		return nil, err
@@ -96,14 +88,14 @@ func newNomadBridge(listen, target string, log zerolog.Logger) (*nomadBridge, er
 	if err != nil {
 		return nil, err
 	}
-	return &nomadBridge{listenPath: listenPath, targetPath: targetPath, log: log, listener: listener, file: file}, nil
+	return &bridge{listenPath: listenPath, targetPath: targetPath, log: log, listener: listener, file: file}, nil
 }
 
 // serve forwards connections until ctx ends, then closes them all and
 // removes its socket. Nomad stops plugin tasks only after the tasks that use
 // their volumes, so cutting connections under way is rare; the daemon
 // finishes a call even when its caller went away.
-func (b *nomadBridge) serve(ctx context.Context) error {
+func (b *bridge) serve(ctx context.Context) error {
 	b.log.Info().Str("listen", b.listenPath).Str("target", b.targetPath).Msg("bridging Nomad to the daemon")
 	var open sync.WaitGroup
 	conns := map[net.Conn]bool{}
@@ -156,7 +148,7 @@ func (b *nomadBridge) serve(ctx context.Context) error {
 // direction passes the end of its stream on as a half-close, so neither side
 // loses bytes the other still sends. The daemon's side is tracked too, so
 // that stopping the bridge closes it.
-func (b *nomadBridge) forward(client *net.UnixConn, track func(net.Conn, bool) bool) {
+func (b *bridge) forward(client *net.UnixConn, track func(net.Conn, bool) bool) {
 	defer client.Close()
 	upstream, err := net.DialTimeout("unix", b.targetPath, bridgeDialTimeout)
 	if err != nil {
@@ -182,7 +174,7 @@ func (b *nomadBridge) forward(client *net.UnixConn, track func(net.Conn, bool) b
 	b.log.Debug().Msg("connection closed")
 }
 
-func (b *nomadBridge) removeSocket() {
+func (b *bridge) removeSocket() {
 	if file, err := os.Lstat(b.listenPath); err == nil && os.SameFile(file, b.file) {
 		os.Remove(b.listenPath)
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // The daemon's metrics listener (--metrics-address): the metrics package
 // counts calls and zfs commands, and reads pools and volumes through the
@@ -40,7 +40,7 @@ func newTelemetry(log zerolog.Logger, opts options, read func(context.Context) (
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(metrics.Config{DriverName: opts.DriverName, Version: version, Read: read, Log: log})
+	m := metrics.New(metrics.Config{DriverName: opts.DriverName, Version: opts.Version, Read: read, Log: log})
 	return &telemetry{metrics: m, listener: listener,
 		server: &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 // The daemon's logger: one line (one journal entry) per event, in the format
 // that suits where stderr goes, at a level an operator can change while the

@@ -1,0 +1,135 @@
+// Package daemon is zfs-csi's CSI daemon (zfs-csi [serve]): it reads flags
+// and environment, builds the zfs client and, through package plugin, the
+// services, and serves them on its sockets with its logger, metrics listener,
+// kubelet registration and service-manager protocol beside.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/metrics"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/plugin"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// options are the daemon's settings; every flag can also come from the
+// environment variable named next to it.
+type options struct {
+	driver.Config
+	endpoint     string
+	logLevel     string
+	logFormat    string
+	reapInterval time.Duration
+	stopTimeout  time.Duration
+	node         node.Options
+	kubernetes   bool // host.go: serve and register in kubeletDir too
+	kubeletDir   string
+	// metricsAddress is where Prometheus metrics are served; "" for nowhere.
+	metricsAddress string
+}
+
+func parseOptions(version string, args []string, stderr io.Writer) (options, error) {
+	opts := options{Config: driver.Config{Version: version}}
+	flags := flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	finishConfig := envflag.DriverConfig(flags, &opts.Config)
+	envflag.Endpoint(flags, &opts.endpoint)
+	flags.StringVar(&opts.logLevel, "log-level", envflag.String("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
+	flags.StringVar(&opts.logFormat, "log-format", envflag.String("ZFS_CSI_LOG_FORMAT", "auto"), "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
+	flags.StringVar(&opts.metricsAddress, "metrics-address", envflag.String("ZFS_CSI_METRICS_ADDRESS", ""), "serve Prometheus metrics at http://ADDRESS/metrics; a bare port binds loopback; off when empty [ZFS_CSI_METRICS_ADDRESS]")
+	flags.DurationVar(&opts.reapInterval, "reap-interval", envflag.Duration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
+	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", envflag.Int("ZFS_CSI_MAX_VOLUMES_PER_NODE", 0), "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
+	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", envflag.Duration("ZFS_CSI_DEVICE_TIMEOUT", node.DefaultDeviceTimeout), "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
+	flags.BoolVar(&opts.kubernetes, "kubernetes", envflag.Bool("ZFS_CSI_KUBERNETES", false), "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
+	flags.StringVar(&opts.kubeletDir, "kubelet-dir", envflag.String("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory, for --kubernetes [ZFS_CSI_KUBELET_DIR]")
+	flags.DurationVar(&opts.stopTimeout, "stop-timeout", envflag.Duration("ZFS_CSI_STOP_TIMEOUT", 30*time.Second), "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
+	if err := flags.Parse(args); err != nil {
+		return opts, err
+	}
+	if flags.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	if opts.node.MaxVolumesPerNode < 0 {
+		return opts, fmt.Errorf("--max-volumes-per-node must not be negative")
+	}
+	return opts, finishConfig()
+}
+
+// Run runs the daemon until SIGTERM or SIGINT; version is the binary's.
+// An error in the flags or the environment is a configError (ExitCode).
+func Run(version string, args []string, stderr io.Writer) error {
+	opts, err := parseOptions(version, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return configError{err}
+	}
+	log, level, err := newLogger(opts.logLevel, opts.logFormat, stderr)
+	if err != nil {
+		return configError{err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	level.followSignals(ctx, log)
+
+	var z *zfs.Exec
+	telemetry, err := newTelemetry(log, opts, func(ctx context.Context) (metrics.State, error) { return metricsState(ctx, z, opts.Config) })
+	if err != nil {
+		return err
+	}
+	z = zfs.NewExec(zfs.ExecConfig{Logger: log, OnCommand: telemetry.onCommand()})
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = driver.CheckParents(startCtx, z, opts.Config)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot start: %w", err)
+	}
+	csiPlugin, err := plugin.New(opts.Config, z, node.NewMounter(log), log, opts.node)
+	if err != nil {
+		return err
+	}
+	server := driver.NewServer(log, csiPlugin.Services, telemetry.interceptors()...)
+	if err := server.Listen(opts.endpoint); err != nil {
+		return err
+	}
+	kubelet, err := startKubelet(log, opts, csiPlugin.Services, telemetry.interceptors()...)
+	if err != nil {
+		server.Stop(ctx)
+		return err
+	}
+	go csiPlugin.Controller.RunReaper(ctx, opts.reapInterval)
+	go telemetry.serve(log)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		log.Info().Msg("stopping")
+		csiPlugin.Controller.Close()
+		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
+		defer cancel()
+		telemetry.stop(stopCtx)
+		stopServing(stopCtx, log, kubelet, server)
+	}()
+	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
+		Strs("parents", opts.ParentDatasets).Msg("started")
+	notifyReady(log, opts)
+	if err := server.Serve(); err != nil {
+		return err
+	}
+	// Serve returns as soon as the gRPC server stops, before the sockets are
+	// removed: wait, or a restart finds them left behind and kubelet keeps
+	// a registration whose plugin is gone.
+	<-stopped
+	return nil
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is this module's path; the rules below name packages relative to it.
+const module = "github.com/zfs-csi/zfs-csi"
+
+// goPackage is what `go list -json` says about one package of the module.
+type goPackage struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// name is the package's path inside the module: "" for the root, "cli/ctl".
+func (p goPackage) name() string {
+	return strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+}
+
+// testSupport says whether the package exists for tests only
+// (inventory/inventorytest, zfs/zfstest): it may build fixtures from any
+// package under the commands, and production code never imports it.
+func (p goPackage) testSupport() bool { return isTestSupport(p.name()) }
+
+func isTestSupport(name string) bool { return strings.HasSuffix(path.Base(name), "test") }
+
+// own is the package's imports of this module, by name; withTests adds what
+// its tests import.
+func (p goPackage) own(withTests bool) []string {
+	imports := p.Imports
+	if withTests {
+		imports = slices.Concat(p.Imports, p.TestImports, p.XTestImports)
+	}
+	var names []string
+	for _, imported := range imports {
+		if imported == module || strings.HasPrefix(imported, module+"/") {
+			if name := (goPackage{ImportPath: imported}).name(); name != p.name() && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
+}
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
+	out, err := cmd.Output()
+	if err != nil {
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			t.Fatalf("go list: %v\n%s", err, exitErr.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var packages []goPackage
+	decoder := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p goPackage
+		if err := decoder.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		packages = append(packages, p)
+	}
+	if len(packages) < 10 {
+		t.Fatalf("go list found only %d packages", len(packages))
+	}
+	return packages
+}
+
+// top is the first element of a package's name: what its layer is decided by.
+func top(name string) string {
+	first, _, _ := strings.Cut(name, "/")
+	return first
+}
+
+// layers rank the module's top-level packages. Code imports lower ranks, or
+// packages of its own subtree (cli/report → cli/ctl); a package of a new
+// top-level directory has to be given its place here first.
+var layers = map[string]int{
+	"":           5, // main: the entry point
+	"cli":        4, // the commands, the daemon among them
+	"plugin":     3, // the services wired together
+	"controller": 2, "node": 2, "inventory": 2, "metrics": 2,
+	"driver": 1, // what every service shares
+	"zfs":    0, // the storage layer: knows nothing of CSI
+}
+
+// sideways are the imports allowed between different packages of one rank.
+var sideways = map[[2]string]string{
+	{"inventory", "node"}: "the operator tools read the mount table with the node service's parser",
+}
+
+// outside the layering: programs and tests that drive the binary from without.
+var outside = []string{"e2e", "packaging"}
+
+func TestImportsPointOneWay(t *testing.T) {
+	packages := listPackages(t)
+
+	t.Run("every package has a place in the layers", func(t *testing.T) {
+		for _, p := range packages {
+			if _, ok := layers[top(p.name())]; !ok && !slices.Contains(outside, top(p.name())) {
+				t.Errorf("%s is in no layer: give %q a rank in imports_test.go", p.ImportPath, top(p.name()))
+			}
+		}
+	})
+
+	t.Run("main imports only the command table", func(t *testing.T) {
+		for _, p := range packages {
+			if p.name() == "" && !slices.Equal(p.own(false), []string{"cli"}) {
+				t.Errorf("main imports %q; it hands everything to cli", p.own(false))
+			}
+		}
+	})
+
+	t.Run("each layer imports only lower layers or its own subpackages, tests included", func(t *testing.T) {
+		for _, p := range packages {
+			from, ok := layers[top(p.name())]
+			if !ok || p.testSupport() {
+				continue
+			}
+			for _, imported := range p.own(true) {
+				to, known := layers[top(imported)]
+				switch {
+				case top(imported) == top(p.name()):
+				case isTestSupport(imported):
+					// a test's fixture may be built from anything; production
+					// code may not import it at all (the last rule)
+				case !known:
+					t.Errorf("%s imports %s, which is outside the layers", p.name(), imported)
+				case from == to && sideways[[2]string{top(p.name()), top(imported)}] != "":
+				case from <= to:
+					t.Errorf("%s (rank %d) imports %s (rank %d): imports point down only", p.name(), from, imported, to)
+				}
+			}
+		}
+	})
+
+	t.Run("controller and node never import each other, tests included", func(t *testing.T) {
+		for _, p := range packages {
+			for _, pair := range [][2]string{{"controller", "node"}, {"node", "controller"}} {
+				if top(p.name()) == pair[0] && slices.ContainsFunc(p.own(true), func(name string) bool { return top(name) == pair[1] }) {
+					t.Errorf("%s imports %s", p.name(), pair[1])
+				}
+			}
+		}
+	})
+
+	t.Run("zfs imports no CSI, gRPC or Kubernetes package and nothing of the module outside zfs, tests included", func(t *testing.T) {
+		for _, p := range packages {
+			if top(p.name()) != "zfs" {
+				continue
+			}
+			for _, imported := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+				for _, banned := range []string{"github.com/container-storage-interface/", "google.golang.org/grpc", "k8s.io/"} {
+					if strings.HasPrefix(imported, banned) {
+						t.Errorf("%s imports %s", p.name(), imported)
+					}
+				}
+			}
+			for _, imported := range p.own(true) {
+				if top(imported) != "zfs" {
+					t.Errorf("%s imports %s", p.name(), imported)
+				}
+			}
+		}
+	})
+
+	t.Run("of the commands only the daemon builds the services; the others use its socket or read ZFS", func(t *testing.T) {
+		for _, p := range packages {
+			if top(p.name()) != "cli" || p.name() == "cli" || p.name() == "cli/daemon" {
+				continue
+			}
+			for _, imported := range p.own(false) {
+				if slices.Contains([]string{"plugin", "controller", "node"}, top(imported)) {
+					t.Errorf("%s imports %s", p.name(), imported)
+				}
+			}
+		}
+	})
+
+	t.Run("no production package imports test support", func(t *testing.T) {
+		for _, p := range packages {
+			if p.testSupport() {
+				continue
+			}
+			for _, imported := range p.Imports {
+				if imported == "testing" || (strings.HasPrefix(imported, module+"/") && isTestSupport(imported)) {
+					t.Errorf("%s imports %s outside its tests", p.name(), imported)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,39 @@
+// Package plugin puts the CSI services together into the plugin zfs-csi
+// serves: Identity, Controller and Node over one ZFS and one host. It is the
+// only place they are wired, so that what the daemon serves (cli/daemon) and
+// what the whole-plugin csi-sanity test and the commands' tests run against
+// (the fakes) cannot drift apart.
+package plugin
+
+import (
+	"context"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zfs-csi/zfs-csi/controller"
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// Plugin is what a driver.Server serves, and the controller again for the
+// reaper its owner runs beside it.
+type Plugin struct {
+	Services   driver.Services
+	Controller *controller.Server
+}
+
+// New wires the services over z and the host mounter reaches. Identity's
+// Probe reports ready while the parent datasets can hold volumes.
+func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.Logger, nodeOptions node.Options) (*Plugin, error) {
+	controllerService, err := controller.New(cfg, z, log)
+	if err != nil {
+		return nil, err
+	}
+	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, z, cfg) }
+	return &Plugin{Controller: controllerService, Services: driver.Services{
+		Identity:   driver.NewIdentity(cfg, log, ready, true),
+		Controller: controllerService,
+		Node:       node.New(cfg, z, mounter, log, nodeOptions),
+	}}, nil
+}
