@@ -424,7 +424,11 @@ func (s *Server) findInOtherParents(ctx context.Context, plan volumePlan) (*zfs.
 			candidates = append(candidates, parent+"/"+s.namer.VolumeComponent(plan.name, 1))
 		}
 	}
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: candidates, UserProps: s.props.All(), SkipMissing: true})
+	// A parent in a suspended pool cannot answer; it must not stop volumes
+	// being made in the others (a name is one CO object: the same name with
+	// another parent is a CO's mistake, caught whenever the pool can tell).
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: candidates, UserProps: s.props.All(),
+		SkipMissing: true, SkipSuspended: true})
 	if err != nil {
 		return nil, err
 	}

@@ -141,13 +141,10 @@ func (s *Server) RunReaper(ctx context.Context, interval time.Duration) {
 // Reap makes one pass: one zfs list of everything under the parents, then one
 // destroy per volume or snapshot that is due. It reports how many it destroyed.
 func (s *Server) Reap(ctx context.Context) error {
-	listedFrom := time.Now()
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
+	rows, err := s.listParents(ctx)
 	if err != nil {
 		return err
 	}
-	s.snapshots.refresh(s.snapshotNames(rows), listedFrom) // the listing CreateSnapshot need not make
 	snapshotsOf := map[string][]zfs.Dataset{}
 	for _, row := range rows {
 		if dataset, _, found := strings.Cut(row.Name, "@"); found {

@@ -6,11 +6,9 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -92,18 +90,7 @@ func TestASourceOnAnotherNodeIsResourceExhaustedNotNotFound(t *testing.T) {
 }
 
 func TestACloneCannotCrossPoolsAndIsRefusedBeforeAnyCommand(t *testing.T) {
-	fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40, "other": 1 << 40})
-	for _, name := range []string{"tank/csi", "other/csi"} {
-		if err := fake.Create(context.Background(), name, zfs.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi", "other/csi"}}
-	server, err := New(cfg, fake, zerolog.New(zerolog.NewTestWriter(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, fake: fake, server: server, props: driver.NewUserProps(cfg.DriverName)}
+	h := newTwoPoolHarness(t)
 	source := h.create(createRequest("v", 1<<30, mountCapability("")))
 	snapshot := h.snapshot("s", source.GetVolumeId())
 	h.fake.ResetCalls()

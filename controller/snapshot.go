@@ -187,17 +187,35 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 // holds the name; or, before the index has had a full listing, everything
 // under the parents (which then fills the index). An index entry that the
 // listing does not confirm is dropped.
+// listParents lists everything under the parents: volumes and their
+// snapshots. A parent in a pool whose I/O is suspended is left out, so that
+// one stuck pool stops no work on the others; the snapshot index takes the
+// listing as the whole truth only when every parent is in it.
+func (s *Server) listParents(ctx context.Context) ([]zfs.Dataset, error) {
+	listedFrom := time.Now()
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2,
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(),
+		SkipMissing: true, SkipSuspended: true})
+	if err != nil {
+		return nil, err
+	}
+	listed := 0
+	for _, row := range rows {
+		if slices.Contains(s.cfg.ParentDatasets, row.Name) {
+			listed++
+		}
+	}
+	if listed == len(s.cfg.ParentDatasets) {
+		s.snapshots.refresh(s.snapshotNames(rows), listedFrom)
+	}
+	return rows, nil
+}
+
 func (s *Server) snapshotCandidates(ctx context.Context, dataset, name string) ([]zfs.Dataset, error) {
 	types := []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}
 	taken, ready := s.snapshots.lookup(name)
 	if !ready {
-		listedFrom := time.Now()
-		rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: s.cfg.ParentDatasets, Depth: 2, Types: types,
-			UserProps: s.props.All(), SkipMissing: true})
-		if err == nil {
-			s.snapshots.refresh(s.snapshotNames(rows), listedFrom)
-		}
-		return rows, err
+		return s.listParents(ctx)
 	}
 	roots := []string{dataset}
 	if holder, _, _ := strings.Cut(taken, "@"); taken != "" && holder != dataset {

@@ -119,7 +119,7 @@ type Snapshot struct {
 func Read(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, error) {
 	props := driver.NewUserProps(cfg.DriverName)
 	rows, err := z.List(ctx, zfs.ListOptions{Roots: cfg.ParentDatasets, Depth: 2,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: props.All(), SkipMissing: true, Space: true})
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: props.All(), SkipMissing: true, SkipSuspended: true, Space: true})
 	if err != nil {
 		return Inventory{}, err
 	}

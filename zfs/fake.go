@@ -98,7 +98,10 @@ func (f *Fake) FailNext(method string, err error) {
 	f.failures[method] = append(f.failures[method], err)
 }
 
-// SetPoolHealth sets the health zpool reports for a pool.
+// SetPoolHealth sets the health zpool reports for a pool. SUSPENDED also
+// does what ZFS ≥ 2.2 does to a command that starts while the pool's I/O is
+// suspended: it fails with "pool I/O is currently suspended" (a command
+// already waiting in the kernel stays stuck instead: Stall models that).
 func (f *Fake) SetPoolHealth(pool, health string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -239,6 +242,14 @@ func (f *Fake) begin(ctx context.Context, method string) error {
 	return nil
 }
 
+// suspended fails op when name's pool is SUSPENDED. Callers hold mu.
+func (f *Fake) suspended(op, name string) error {
+	if pool, ok := f.pools[PoolOf(name)]; ok && pool.health == "SUSPENDED" {
+		return f.fail(op, name, ErrPoolSuspended)
+	}
+	return nil
+}
+
 func (f *Fake) fail(op, name string, kind error) error {
 	return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Stderr: fmt.Sprintf("cannot %s '%s': %v", op, name, kind), Kind: kind}
 }
@@ -248,6 +259,9 @@ func (f *Fake) Create(ctx context.Context, name string, opts CreateOptions) erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Create"); err != nil {
+		return err
+	}
+	if err := f.suspended("create", name); err != nil {
 		return err
 	}
 	typ := Filesystem
@@ -274,6 +288,9 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Clone"); err != nil {
+		return err
+	}
+	if err := f.suspended("clone", name); err != nil {
 		return err
 	}
 	snap, ok := f.datasets[snapshot]
@@ -356,6 +373,9 @@ func (f *Fake) Snapshot(ctx context.Context, name string, properties map[string]
 	if err := f.begin(ctx, "Snapshot"); err != nil {
 		return err
 	}
+	if err := f.suspended("snapshot", name); err != nil {
+		return err
+	}
 	source, ok := f.datasets[datasetOf(name)]
 	if !ok || source.typ == Snapshot || !strings.Contains(name, "@") {
 		return f.fail("snapshot", name, ErrNotFound)
@@ -380,6 +400,9 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Destroy"); err != nil {
+		return err
+	}
+	if err := f.suspended("destroy", name); err != nil {
 		return err
 	}
 	d, ok := f.datasets[name]
@@ -433,6 +456,9 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 	if err := f.begin(ctx, "Set"); err != nil {
 		return err
 	}
+	if err := f.suspended("set", name); err != nil {
+		return err
+	}
 	d, ok := f.datasets[name]
 	if !ok {
 		return f.fail("set", name, ErrNotFound)
@@ -480,6 +506,12 @@ func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 	}
 	var rows []Dataset
 	for _, root := range opts.Roots {
+		if err := f.suspended("open", root); err != nil {
+			if opts.SkipSuspended {
+				continue
+			}
+			return nil, err
+		}
 		if _, ok := f.datasets[root]; !ok {
 			if opts.SkipMissing {
 				continue

@@ -20,6 +20,9 @@ func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 		}
 		return DestroyResult{}, err
 	}
+	if err := f.suspended("program", name); err != nil {
+		return DestroyResult{}, err
+	}
 	if !ok || d.typ == Snapshot {
 		return DestroyResult{}, f.fail("program", name, ErrNotFound)
 	}
@@ -78,6 +81,9 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "SnapshotGuarded"); err != nil {
+		return SnapshotResult{}, err
+	}
+	if err := f.suspended("snapshot", req.Name); err != nil {
 		return SnapshotResult{}, err
 	}
 	dataset, _, found := strings.Cut(req.Name, "@")
@@ -161,6 +167,9 @@ func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRe
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DestroySnapshotGuarded"); err != nil {
+		return SnapshotDestroyResult{}, err
+	}
+	if err := f.suspended("destroy", req.Name); err != nil {
 		return SnapshotDestroyResult{}, err
 	}
 	if !strings.Contains(req.Name, "@") || req.Named == "" {

@@ -36,16 +36,17 @@ const (
 // first), each dataset once. A user property set to "-" reads as unset: zfs
 // prints both the same way.
 //
-// When some roots do not exist zfs prints the others and exits 1; List then
-// returns ErrNotFound, or, with SkipMissing, the rows of the roots that exist.
+// When some roots do not exist (or their pool's I/O is suspended) zfs prints
+// the others and exits 1; List then returns ErrNotFound (ErrPoolSuspended),
+// or, with SkipMissing (SkipSuspended), the rows of the other roots.
 func (e *Exec) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 	args, err := listArgs(opts)
 	if err != nil {
 		return nil, err
 	}
 	out, err := e.zfs(ctx, args...)
-	if err != nil && opts.SkipMissing {
-		err = skipMissing(err)
+	if err != nil && (opts.SkipMissing || opts.SkipSuspended) {
+		err = skipRoots(err, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -117,17 +118,20 @@ func typeList(types []Type) (string, error) {
 	return strings.Join(names, ","), nil
 }
 
-// skipMissing drops what zfs list said about roots that do not exist: nil if
-// that was all, else the error classified by its other lines only (so that,
-// say, a suspended pool is not reported as ErrNotFound).
-func skipMissing(err error) error {
+// skipRoots drops what zfs list said about the roots opts lets it skip (that
+// do not exist, or whose pool is suspended): nil if that was all, else the
+// error classified by its other lines only (so that, say, a suspended pool
+// is not reported as ErrNotFound).
+func skipRoots(err error, opts ListOptions) error {
 	var commandErr *CommandError
 	if !errors.As(err, &commandErr) || commandErr.ExitCode != 1 {
 		return err
 	}
 	var other []string
 	for _, line := range strings.Split(strings.TrimRight(commandErr.Stderr, "\n"), "\n") {
-		if !isMissingDataset(line) {
+		skip := opts.SkipMissing && isMissingDataset(line) ||
+			opts.SkipSuspended && strings.HasPrefix(line, "cannot open '") && classify(line) == ErrPoolSuspended
+		if !skip {
 			other = append(other, line)
 		}
 	}

@@ -192,19 +192,27 @@ func TestListRejectsRowsBrokenByTabsOrNewlinesInValues(t *testing.T) {
 	}
 }
 
+// suspendedStderr is what zfs list (2.3, measured in the guest) says of one
+// root missing and one in a pool whose I/O is suspended.
+const suspendedStderr = "cannot open 'tank/csi/pvc-gone': dataset does not exist\n" +
+	"cannot open 'other/csi': pool I/O is currently suspended\n"
+
 func TestListWithMissingRoots(t *testing.T) {
 	tests := []struct {
-		name        string
-		skipMissing bool
-		stderr      string
-		wantRows    int
-		wantErr     error
+		name          string
+		skipMissing   bool
+		skipSuspended bool
+		stderr        string
+		wantRows      int
+		wantErr       error
 	}{
-		{"without SkipMissing a missing root is ErrNotFound", false, "", 0, ErrNotFound},
-		{"with SkipMissing the existing roots are listed", true, "", 2, nil},
-		{"with SkipMissing any other complaint is still an error", true,
-			"cannot open 'tank/csi/pvc-gone': dataset does not exist\n" +
-				"cannot open 'tank/csi/pvc-b': pool I/O is currently suspended\n", 0, ErrPoolSuspended},
+		{"without SkipMissing a missing root is ErrNotFound", false, false, "", 0, ErrNotFound},
+		{"with SkipMissing the existing roots are listed", true, false, "", 2, nil},
+		{"with SkipMissing any other complaint is still an error", true, false, suspendedStderr, 0, ErrPoolSuspended},
+		{"with SkipSuspended a suspended pool's root is no error", true, true, suspendedStderr, 2, nil},
+		{"SkipSuspended alone leaves a missing root an error", false, true, suspendedStderr, 0, ErrNotFound},
+		{"with SkipSuspended an I/O error is still an error", true, true,
+			"cannot open 'tank/csi/pvc-b': I/O error\n", 0, ErrIO},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
@@ -216,10 +224,11 @@ func TestListWithMissingRoots(t *testing.T) {
 			}
 			fake.set("zfs.list", "exit", "1")
 			rows, err := NewExec(ExecConfig{}).List(t.Context(), ListOptions{
-				Roots:       []string{"tank/csi/pvc-a", "tank/csi/pvc-gone", "tank/csi/pvc-b", "tank/csi/pvc-lost@snap-9"},
-				Types:       []Type{Filesystem, Volume, Snapshot},
-				UserProps:   csiProps,
-				SkipMissing: test.skipMissing,
+				Roots:         []string{"tank/csi/pvc-a", "tank/csi/pvc-gone", "tank/csi/pvc-b", "tank/csi/pvc-lost@snap-9"},
+				Types:         []Type{Filesystem, Volume, Snapshot},
+				UserProps:     csiProps,
+				SkipMissing:   test.skipMissing,
+				SkipSuspended: test.skipSuspended,
 			})
 			if !errors.Is(err, test.wantErr) || (test.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, test.wantErr)

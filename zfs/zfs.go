@@ -105,6 +105,11 @@ type ListOptions struct {
 	UserProps []string
 	// SkipMissing makes roots that do not exist no error.
 	SkipMissing bool
+	// SkipSuspended makes roots in a pool whose I/O is suspended no error:
+	// their rows are left out and the other roots' rows returned, so that
+	// one stuck pool does not stop work on the others. A caller that needs
+	// a complete listing checks that its roots are among the rows.
+	SkipSuspended bool
 	// Space also reads usedbysnapshots and compressratio (for metrics and
 	// operator listings; the RPCs do not need them).
 	Space bool
@@ -155,7 +160,7 @@ var (
 	ErrNoSpace       = errors.New("out of space")
 	ErrHasDependents = errors.New("dataset has children or dependent clones")
 	ErrInvalid       = errors.New("invalid argument to zfs")
-	ErrPoolSuspended = errors.New("pool I/O is suspended")
+	ErrPoolSuspended = errors.New("pool I/O is currently suspended")
 	ErrPoolNotFound  = errors.New("no such pool")
 	ErrPermission    = errors.New("permission denied")
 	// ErrParentMissing: the parent of a dataset being made does not exist
