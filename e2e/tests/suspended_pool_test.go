@@ -77,7 +77,16 @@ func (p *suspendedPool) remove() {
 		t.Logf("zpool clear %s: %v %s", stuckPool, err, out)
 		time.Sleep(2 * time.Second)
 	}
-	if out, err := exec.Command("timeout", "120", "zpool", "destroy", "-f", stuckPool).CombinedOutput(); err != nil {
+	// The commands that were stuck finish once I/O resumes; until then the
+	// pool is busy.
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		if out, err = exec.Command("timeout", "60", "zpool", "destroy", "-f", stuckPool).CombinedOutput(); err == nil {
+			break
+		}
+	}
+	if err != nil {
 		t.Errorf("zpool destroy %s after the test: %v %s (later tests may meet a stuck pool)", stuckPool, err, out)
 	}
 	run(t, "dmsetup", "remove", "--retry", stuckPool)
@@ -140,12 +149,9 @@ func TestASuspendedPoolWedgesNoOtherVolume(t *testing.T) {
 	}
 	t.Logf("healthy pool: create, snapshot, expand, delete, capacity took %s while the other pool was suspended",
 		time.Since(healthyStarted).Round(time.Millisecond))
-	eventually(t, time.Minute, func() string {
-		if run(t, "zfs", "list", "-H", "-o", "name", datasetOf(t, volume.GetVolumeId())) != "" {
-			return "the reaper has not destroyed the healthy pool's deleted volume"
-		}
-		return ""
-	})
+	if exists(t, datasetOf(t, volume.GetVolumeId())) {
+		t.Error("the healthy pool's deleted volume is still there")
+	}
 
 	if err := <-stuckDone; status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("CreateVolume on the suspended pool: %v, want DeadlineExceeded (its zfs command stuck in the kernel)", err)
@@ -168,8 +174,18 @@ func TestASuspendedPoolWedgesNoOtherVolume(t *testing.T) {
 	t.Logf("retry on the suspended pool: %v after %s", err, took.Round(time.Millisecond))
 
 	stuck.resume()
-	// The stuck zfs create finishes once the pool is back; the CO's next
-	// retry must take that dataset as its volume.
+	// The stuck zfs create finishes once the pool is back. Until it has, the
+	// dataset can be there without its properties (the create ioctl makes
+	// the dataset and sets the properties in two transactions), and a retry
+	// then rightly leaves alone a dataset it cannot tell from an operator's.
+	// Once it has, the CO's next retry must take that dataset as its volume.
+	made := stuckPool + "/csi/on-suspended-pool"
+	eventually(t, 2*time.Minute, func() string {
+		if exists(t, made) && strings.TrimSpace(run(t, "zfs", "get", "-H", "-o", "value", "zfs.csi.dev:managed", made)) != "true" {
+			return "the stuck zfs create has not finished: " + made + " has no properties yet"
+		}
+		return ""
+	})
 	retried, err := d.controller.CreateVolume(ctx(t), volumeRequest("on-suspended-pool", 16<<20, mountCap(""), onStuck))
 	if err != nil {
 		t.Fatalf("retry once the pool is back: %v", err)
