@@ -129,7 +129,10 @@ func (j *copyJob) await(ctx context.Context, release func()) (handedOver bool, e
 	if release != nil {
 		j.release = release
 	}
-	if ctx.Err() != nil {
+	// A caller gone (canceled) gets its context's error. One whose deadline
+	// passed while this answer was on its way (a busy host) still gets the
+	// progress: ABORTED is what this call means, whoever reads it.
+	if errors.Is(ctx.Err(), context.Canceled) {
 		return release != nil, ctx.Err()
 	}
 	return release != nil, status.Errorf(codes.Aborted, "%s", j.progress())
