@@ -16,11 +16,14 @@ DEBIAN_SECURITY_MIRROR=http://deb.debian.org/debian-security
 
 # Base packages of the guest. systemd/udev: a later issue boots the guest with
 # systemd and installs our .deb with apt, so apt/dpkg must keep working too.
-# linux-headers-amd64 is what DKMS compiles the ZFS module against.
+# linux-headers-amd64 is what DKMS compiles the ZFS module against. rpm: the
+# systemd part installs and erases our .rpm too (rpm --nodeps, since Debian's
+# rpm database knows none of the dependencies).
 GUEST_PACKAGES=(
 	linux-image-amd64 linux-headers-amd64
 	systemd systemd-sysv udev kmod util-linux procps
 	e2fsprogs xfsprogs btrfs-progs
+	rpm
 )
 
 # The ZFS packages, installed in a second step so that the suite can be chosen
