@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +22,8 @@ const module = "github.com/zfs-csi/zfs-csi"
 // goPackage is what `go list -json` says about one package of the module.
 type goPackage struct {
 	ImportPath   string
+	Dir          string
+	GoFiles      []string
 	Imports      []string
 	TestImports  []string
 	XTestImports []string
@@ -55,7 +61,7 @@ func (p goPackage) own(withTests bool) []string {
 
 func listPackages(t *testing.T) []goPackage {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
+	cmd := exec.Command("go", "list", "-e", "-json=ImportPath,Dir,GoFiles,Imports,TestImports,XTestImports", "./...")
 	out, err := cmd.Output()
 	if err != nil {
 		var exitErr *exec.ExitError
@@ -204,4 +210,54 @@ func TestImportsPointOneWay(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Fakes live beside what they fake, in a test-support package (zfs/zfstest,
+// node/nodetest): production code declares none.
+func TestProductionPackagesCarryNoFakes(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.testSupport() || top(p.name()) == "e2e" {
+			continue
+		}
+		for _, file := range p.GoFiles {
+			parsed, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, file), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name := range topLevelNames(parsed) {
+				if strings.HasPrefix(strings.ToLower(name), "fake") {
+					t.Errorf("%s/%s declares %s: move it to a test-support package", p.name(), file, name)
+				}
+			}
+		}
+	}
+}
+
+// topLevelNames yields the names a file declares at package level.
+func topLevelNames(file *ast.File) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for _, decl := range file.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if !yield(decl.Name.Name) {
+					return
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						if !yield(spec.Name.Name) {
+							return
+						}
+					case *ast.ValueSpec:
+						for _, name := range spec.Names {
+							if !yield(name.Name) {
+								return
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 const testNode = "node-a"
@@ -20,7 +21,7 @@ const testNode = "node-a"
 // that belongs to the operator.
 type harness struct {
 	t      *testing.T
-	fake   *zfs.Fake
+	fake   *zfstest.Fake
 	server *Server
 	props  driver.UserProps
 }
@@ -30,7 +31,7 @@ func newHarness(t *testing.T, parents ...string) *harness {
 	if len(parents) == 0 {
 		parents = []string{"tank/csi"}
 	}
-	fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40})
+	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 	for _, name := range []string{"tank/csi", "tank/other", "tank/csi/keep"} {
 		if err := fake.Create(context.Background(), name, zfs.CreateOptions{}); err != nil {
 			t.Fatal(err)

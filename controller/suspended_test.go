@@ -10,13 +10,14 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 // newTwoPoolHarness is a controller with the parents tank/csi (the default)
 // and other/csi, each in a pool of its own.
 func newTwoPoolHarness(t *testing.T) *harness {
 	t.Helper()
-	fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40, "other": 1 << 40})
+	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40, "other": 1 << 40})
 	for _, name := range []string{"tank/csi", "other/csi"} {
 		if err := fake.Create(context.Background(), name, zfs.CreateOptions{}); err != nil {
 			t.Fatal(err)

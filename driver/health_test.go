@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 func TestCheckParents(t *testing.T) {
 	cfg := Config{DriverName: "zfs.csi.dev", ParentDatasets: []string{"tank/csi", "fast/csi"}}
-	setup := func(t *testing.T) *zfs.Fake {
-		f := zfs.NewFake(map[string]uint64{"tank": 10 << 30, "fast": 10 << 30})
+	setup := func(t *testing.T) *zfstest.Fake {
+		f := zfstest.NewFake(map[string]uint64{"tank": 10 << 30, "fast": 10 << 30})
 		for _, name := range cfg.ParentDatasets {
 			if err := f.Create(context.Background(), name, zfs.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -32,15 +33,15 @@ func TestCheckParents(t *testing.T) {
 	})
 	for _, test := range []struct {
 		name  string
-		spoil func(f *zfs.Fake) error
+		spoil func(f *zfstest.Fake) error
 		want  string
 	}{
-		{"a missing parent", func(f *zfs.Fake) error { return f.Destroy(context.Background(), "fast/csi", zfs.DestroyOptions{}) },
+		{"a missing parent", func(f *zfstest.Fake) error { return f.Destroy(context.Background(), "fast/csi", zfs.DestroyOptions{}) },
 			"parent dataset fast/csi does not exist"},
-		{"a parent carrying the managed mark", func(f *zfs.Fake) error {
+		{"a parent carrying the managed mark", func(f *zfstest.Fake) error {
 			return f.Set(context.Background(), "tank/csi", map[string]string{NewUserProps(cfg.DriverName).Managed: "true"})
 		}, "parent dataset tank/csi carries"},
-		{"a faulted pool", func(f *zfs.Fake) error { f.SetPoolHealth("fast", "FAULTED"); return nil }, "pool fast is FAULTED"},
+		{"a faulted pool", func(f *zfstest.Fake) error { f.SetPoolHealth("fast", "FAULTED"); return nil }, "pool fast is FAULTED"},
 	} {
 		t.Run(test.name+" is refused", func(t *testing.T) {
 			f := setup(t)
@@ -63,7 +64,7 @@ func TestCheckParents(t *testing.T) {
 // listAfterPool lets List answer only once Pool has been asked, or fails it
 // after a second: a CheckParents that asks the pools after the listing fails.
 type listAfterPool struct {
-	*zfs.Fake
+	*zfstest.Fake
 	asked chan struct{}
 }
 

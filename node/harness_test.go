@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
@@ -14,14 +17,17 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 // harness is a node on a fake host with a fake ZFS holding tank/csi.
 type harness struct {
 	t      *testing.T
-	zfs    *zfs.Fake
-	host   *FakeMounter
-	server *Server
+	zfs    *zfstest.Fake
+	host   *nodetest.FakeMounter
+	server *node.Server
+	cfg    driver.Config
+	opts   node.Options
 	props  driver.UserProps
 	dir    string
 }
@@ -31,14 +37,16 @@ const testNode = "node-1"
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi"}}
-	fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40})
+	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 	if err := fake.Create(context.Background(), "tank/csi", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	host := NewFakeMounter()
+	host := nodetest.NewFakeMounter()
 	host.Datasets = fake.Exists
-	server := New(cfg, fake, host, zerolog.Nop(), Options{MaxVolumesPerNode: 7, DeviceTimeout: 50 * time.Millisecond})
-	return &harness{t: t, zfs: fake, host: host, server: server, props: driver.NewUserProps(cfg.DriverName), dir: t.TempDir()}
+	opts := node.Options{MaxVolumesPerNode: 7, DeviceTimeout: 50 * time.Millisecond}
+	server := node.New(cfg, fake, host, zerolog.Nop(), opts)
+	return &harness{t: t, zfs: fake, host: host, server: server, cfg: cfg, opts: opts,
+		props: driver.NewUserProps(cfg.DriverName), dir: t.TempDir()}
 }
 
 // testVolume is a volume made as the controller makes it, with the paths a
@@ -81,7 +89,7 @@ func (h *harness) volume(name, fsType string) *testVolume {
 		h.t.Fatal(err)
 	}
 	if options.VolSize > 0 {
-		h.host.AddDevice(zvolDeviceDir+"/"+v.dataset, options.VolSize)
+		h.host.AddDevice(node.ZvolDeviceDir+"/"+v.dataset, options.VolSize)
 	}
 	if err := os.MkdirAll(v.staging, 0o750); err != nil {
 		h.t.Fatal(err)
@@ -144,8 +152,8 @@ func (h *harness) mustStageAndPublish(v *testVolume) {
 }
 
 // mountAt is what the fake host has mounted at path, or nil.
-func (h *harness) mountAt(path string) *MountInfo {
-	return mountAt(h.host.MountTable(), path)
+func (h *harness) MountAt(path string) *node.MountInfo {
+	return node.MountAt(h.host.MountTable(), path)
 }
 
 // mountPoints lists every mount point, oldest first.
@@ -157,7 +165,7 @@ func (h *harness) mountPoints() []string {
 	return paths
 }
 
-func (h *harness) device(v *testVolume) string { return zvolDeviceDir + "/" + v.dataset }
+func (h *harness) device(v *testVolume) string { return node.ZvolDeviceDir + "/" + v.dataset }
 
 func wantCode(t *testing.T, err error, code codes.Code) {
 	t.Helper()

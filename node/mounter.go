@@ -8,7 +8,7 @@ import (
 // Mounter is everything the Node service does to the host besides ZFS:
 // mounts in the host mount namespace, filesystems on zvols, sizes. The real
 // implementation (NewMounter) makes the system calls and runs the filesystem
-// tools; FakeMounter is an in-memory host for tests.
+// tools; nodetest.FakeMounter is an in-memory host for tests.
 type Mounter interface {
 	// Mounts lists the mount table of the host (/proc/self/mountinfo).
 	Mounts() ([]MountInfo, error)

@@ -294,3 +294,5 @@ func (e *ToolError) Error() string {
 }
 
 func (e *ToolError) Unwrap() error { return e.Err }
+
+var _ Mounter = (*hostMounter)(nil)

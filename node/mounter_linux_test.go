@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zfs-csi/zfs-csi/node"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -53,7 +55,7 @@ func inPrivateMountNamespace(t *testing.T) bool {
 // tmpfsDatasets is the real mounter with one change: there is no ZFS on the
 // development hosts, so a dataset is mounted as a tmpfs named after it and
 // listed as zfs. Everything else is the kernel's.
-type tmpfsDatasets struct{ Mounter }
+type tmpfsDatasets struct{ node.Mounter }
 
 func (m tmpfsDatasets) Mount(source, target, fsType string, flags, data []string) error {
 	if fsType == "zfs" {
@@ -62,7 +64,7 @@ func (m tmpfsDatasets) Mount(source, target, fsType string, flags, data []string
 	return m.Mounter.Mount(source, target, fsType, flags, data)
 }
 
-func (m tmpfsDatasets) Mounts() ([]MountInfo, error) {
+func (m tmpfsDatasets) Mounts() ([]node.MountInfo, error) {
 	mounts, err := m.Mounter.Mounts()
 	for i := range mounts {
 		if mounts[i].FSType == "tmpfs" && strings.HasPrefix(mounts[i].Source, "tank/") {
@@ -78,7 +80,7 @@ func (m tmpfsDatasets) Mounts() ([]MountInfo, error) {
 func newKernelHarness(t *testing.T) *harness {
 	t.Helper()
 	h := newHarness(t)
-	h.server = New(h.server.cfg, h.zfs, tmpfsDatasets{NewMounter(zerolog.Nop())}, zerolog.Nop(), h.server.opts)
+	h.server = node.New(h.cfg, h.zfs, tmpfsDatasets{node.NewMounter(zerolog.Nop())}, zerolog.Nop(), h.opts)
 	t.Cleanup(func() {
 		for _, path := range h.kernelMountPoints() {
 			_ = unix.Unmount(path, unix.MNT_DETACH)
@@ -89,13 +91,13 @@ func newKernelHarness(t *testing.T) *harness {
 
 // kernelMounts are the mounts under the test's directory, as the kernel
 // lists them.
-func (h *harness) kernelMounts() []MountInfo {
+func (h *harness) kernelMounts() []node.MountInfo {
 	h.t.Helper()
-	mounts, err := NewMounter(zerolog.Nop()).Mounts()
+	mounts, err := node.NewMounter(zerolog.Nop()).Mounts()
 	if err != nil {
 		h.t.Fatalf("reading the mount table: %v", err)
 	}
-	var below []MountInfo
+	var below []node.MountInfo
 	for _, mount := range mounts {
 		if strings.HasPrefix(mount.MountPoint, h.dir+"/") {
 			below = append(below, mount)

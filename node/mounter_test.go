@@ -96,7 +96,7 @@ func TestParseMountInfoAcceptsEverythingTheKernelPrints(t *testing.T) {
 			}
 		})
 	}
-	if top := mountAt(mounts, "/tmp/odd/e"); top == nil || top.ID != 70 {
+	if top := MountAt(mounts, "/tmp/odd/e"); top == nil || top.ID != 70 {
 		t.Errorf("the bind stacked on the empty-source tmpfs is not the top mount: %+v", top)
 	}
 }
@@ -137,12 +137,12 @@ func TestMountAtFindsTheTopmostOfStackedMounts(t *testing.T) {
 	top := MountInfo{ID: 60, ParentID: 50, MountPoint: "/a", Source: "top"}
 	other := MountInfo{ID: 70, ParentID: 60, MountPoint: "/a/b", Source: "other"}
 	for _, order := range [][]MountInfo{{lower, upper, top, other}, {top, upper, lower, other}, {lower, top, other, upper}} {
-		if got := mountAt(order, "/a"); got == nil || got.Source != "top" {
+		if got := MountAt(order, "/a"); got == nil || got.Source != "top" {
 			t.Errorf("in %v got %+v", order, got)
 		}
 	}
 	mounts := []MountInfo{lower}
-	if mountAt(mounts, "/b") != nil {
+	if MountAt(mounts, "/b") != nil {
 		t.Error("found a mount where there is none")
 	}
 }

@@ -128,9 +128,9 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
-// mountAt is the topmost mount at path (the one a lookup of path sees), or
+// MountAt is the topmost mount at path (the one a lookup of path sees), or
 // nil: of the mounts at path, the one no other mount there is stacked on.
-func mountAt(mounts []MountInfo, path string) *MountInfo {
+func MountAt(mounts []MountInfo, path string) *MountInfo {
 	var top *MountInfo
 	for i := range mounts {
 		if mounts[i].MountPoint != path {

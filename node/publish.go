@@ -107,7 +107,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 // what it allows: the volume's other publishes must fit it.
 func checkPublished(mounts []MountInfo, recognise VolumeMounts, target string, capability *csi.VolumeCapability,
 	options mountOptions, others []MountInfo) (bool, error) {
-	existing := mountAt(mounts, target)
+	existing := MountAt(mounts, target)
 	if existing == nil {
 		return false, nil
 	}
@@ -140,7 +140,7 @@ func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, 
 	if capability.GetBlock() != nil {
 		source = filepath.Join(staging, blockStagingFile)
 	}
-	staged := mountAt(mounts, source)
+	staged := MountAt(mounts, source)
 	if staged == nil || !recognise.Shows(*staged) {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
 	}

@@ -77,8 +77,8 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 // this volume as asked (true), or something else (ALREADY_EXISTS, the
 // spec's code for a staged volume that is incompatible with the request).
 func checkStaged(mounts []MountInfo, recognise VolumeMounts, staging string, capability *csi.VolumeCapability, options mountOptions) (bool, error) {
-	fsMount := mountAt(mounts, staging)
-	blockMount := mountAt(mounts, filepath.Join(staging, blockStagingFile))
+	fsMount := MountAt(mounts, staging)
+	blockMount := MountAt(mounts, filepath.Join(staging, blockStagingFile))
 	existing := fsMount
 	if existing == nil {
 		existing = blockMount
@@ -174,7 +174,7 @@ func (s *Server) unmountAll(recognise VolumeMounts, path string) (*MountInfo, er
 		if err != nil {
 			return removed, err
 		}
-		mount := mountAt(mounts, path)
+		mount := MountAt(mounts, path)
 		if mount == nil {
 			return removed, nil
 		}

@@ -1,10 +1,13 @@
-package node
+package node_test
 
 import (
 	"context"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/zfs-csi/zfs-csi/node"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -24,7 +27,7 @@ func TestStageMountsEachKindOfVolumeWithOneZFSCommand(t *testing.T) {
 		{"ext4", "", "ext4", func(h *harness, v *testVolume) string { return resolve(h, v) }},
 		{"xfs", "", "xfs", func(h *harness, v *testVolume) string { return resolve(h, v) }},
 		{"btrfs", "", "btrfs", func(h *harness, v *testVolume) string { return resolve(h, v) }},
-		{"block", blockStagingFile, "devtmpfs", func(h *harness, v *testVolume) string { return "udev" }},
+		{"block", node.BlockStagingFile, "devtmpfs", func(h *harness, v *testVolume) string { return "udev" }},
 	} {
 		t.Run("a "+test.fsType+" volume is mounted at the staging path", func(t *testing.T) {
 			h := newHarness(t)
@@ -36,7 +39,7 @@ func TestStageMountsEachKindOfVolumeWithOneZFSCommand(t *testing.T) {
 			if calls := h.zfs.Calls(); calls["List"] != 1 || h.zfs.TotalCalls() != 1 {
 				t.Errorf("stage ran zfs commands %v, want one list", calls)
 			}
-			mount := h.mountAt(filepath.Join(v.staging, test.mountPoint))
+			mount := h.MountAt(filepath.Join(v.staging, test.mountPoint))
 			if mount == nil {
 				t.Fatalf("nothing mounted at the staging path; mounts: %v", h.mountPoints())
 			}
@@ -109,7 +112,7 @@ func TestStageFormatsOnlyBlankZvols(t *testing.T) {
 			if got, _, formats := h.host.Filesystem(h.device(clone)); got != fsType || formats != 0 {
 				t.Errorf("the clone holds %s formatted %d times, want its origin's %s and no format", got, formats, fsType)
 			}
-			if mount := h.mountAt(clone.staging); mount == nil || mount.FSType != fsType {
+			if mount := h.MountAt(clone.staging); mount == nil || mount.FSType != fsType {
 				t.Errorf("the clone is staged as %+v", mount)
 			}
 		})
@@ -301,7 +304,7 @@ func TestStageAppliesMountFlags(t *testing.T) {
 	if err := h.stage(v); err != nil {
 		t.Fatal(err)
 	}
-	mount := h.mountAt(v.staging)
+	mount := h.MountAt(v.staging)
 	if !mount.HasOption("noatime") || !mount.HasOption("nosuid") || !slices.Contains(mount.SuperOptions, "discard") {
 		t.Errorf("staged with options %v and %v, want noatime, nosuid and discard", mount.Options, mount.SuperOptions)
 	}
@@ -314,7 +317,7 @@ func TestFilesystemMountsAreAlwaysNosuidNodev(t *testing.T) {
 			v := h.volume("vol", fsType)
 			h.mustStageAndPublish(v)
 			for _, path := range []string{v.staging, v.target} {
-				if mount := h.mountAt(path); !mount.HasOption("nosuid") || !mount.HasOption("nodev") {
+				if mount := h.MountAt(path); !mount.HasOption("nosuid") || !mount.HasOption("nodev") {
 					t.Errorf("%s is mounted %v", path, mount.Options)
 				}
 			}
@@ -345,9 +348,9 @@ func TestUnstage(t *testing.T) {
 			if err := h.unstage(v); err != nil {
 				t.Fatal(err)
 			}
-			if !exists(v.staging) || exists(filepath.Join(v.staging, blockStagingFile)) || h.zfs.TotalCalls() != 0 {
+			if !exists(v.staging) || exists(filepath.Join(v.staging, node.BlockStagingFile)) || h.zfs.TotalCalls() != 0 {
 				t.Errorf("%s: staging directory kept %v, block file kept %v, zfs calls %v", fsType,
-					exists(v.staging), exists(filepath.Join(v.staging, blockStagingFile)), h.zfs.Calls())
+					exists(v.staging), exists(filepath.Join(v.staging, node.BlockStagingFile)), h.zfs.Calls())
 			}
 		}
 		if len(h.host.MountTable()) != 0 {
@@ -369,7 +372,7 @@ func TestUnstage(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantCode(t, h.unstage(v), codes.FailedPrecondition)
-		if h.mountAt(v.staging) == nil {
+		if h.MountAt(v.staging) == nil {
 			t.Error("the other volume was unmounted")
 		}
 	})
@@ -378,7 +381,7 @@ func TestUnstage(t *testing.T) {
 func TestCallsOnAVolumeInFlightAreAborted(t *testing.T) {
 	h := newHarness(t)
 	v := h.volume("vol", "zfs")
-	release, err := h.server.lock(volumeRef{id: v.id, dataset: v.dataset})
+	release, err := h.server.Hold(v.id, v.dataset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +440,7 @@ func TestStageAfterAnInterruptedFormat(t *testing.T) {
 			if got, _, formats := h.host.Filesystem(h.device(v)); got != fsType || formats != 2 {
 				t.Errorf("the zvol holds %q after %d formats, want %s after 2", got, formats, fsType)
 			}
-			if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
+			if mount := h.MountAt(v.staging); mount == nil || mount.FSType != fsType {
 				t.Errorf("staged %+v", mount)
 			}
 		})
@@ -463,9 +466,9 @@ func TestTeardownAfterTheNodeIDChanged(t *testing.T) {
 			h := newHarness(t)
 			v := h.volume("vol", fsType)
 			h.mustStageAndPublish(v)
-			cfg := h.server.cfg
+			cfg := h.cfg
 			cfg.NodeID = "node-1-renamed"
-			h.server = New(cfg, h.zfs, h.host, h.server.log, h.server.opts)
+			h.server = node.New(cfg, h.zfs, h.host, zerolog.Nop(), h.opts)
 			if err := h.unpublish(v); err != nil {
 				t.Fatalf("unpublish: %v", err)
 			}

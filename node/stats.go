@@ -74,7 +74,7 @@ func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, Volume
 		return MountInfo{}, VolumeMounts{}, err
 	}
 	for _, candidate := range []string{path, filepath.Join(path, blockStagingFile)} {
-		if mount := mountAt(mounts, candidate); mount != nil && recognise.Shows(*mount) {
+		if mount := MountAt(mounts, candidate); mount != nil && recognise.Shows(*mount) {
 			return *mount, recognise, nil
 		}
 	}

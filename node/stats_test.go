@@ -1,9 +1,11 @@
-package node
+package node_test
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
+
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -15,7 +17,7 @@ func TestVolumeStats(t *testing.T) {
 		units  []csi.VolumeUsage_Unit
 		total  int64
 	}{
-		{"zfs", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES, csi.VolumeUsage_INODES}, fakeDatasetBytes},
+		{"zfs", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES, csi.VolumeUsage_INODES}, nodetest.DatasetBytes},
 		{"ext4", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES, csi.VolumeUsage_INODES}, 1 << 30},
 		{"block", []csi.VolumeUsage_Unit{csi.VolumeUsage_BYTES}, 1 << 30},
 	} {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 // TestSanity runs the upstream CSI conformance suite against the plugin the
@@ -21,7 +23,7 @@ import (
 // the fake mounter as its host.
 func TestSanity(t *testing.T) {
 	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "sanity-node", ParentDatasets: []string{"tank/csi"}}
-	fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40})
+	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 	if err := fake.Create(context.Background(), "tank/csi", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +75,8 @@ const sanitySkip = "should succeed when creating a snapshot with accessibility r
 
 // fakeHost is the node's host for the suite: it mounts the fake's datasets
 // and shows a device for each of its zvols.
-func fakeHost(fake *zfs.Fake) *node.FakeMounter {
-	host := node.NewFakeMounter()
+func fakeHost(fake *zfstest.Fake) *nodetest.FakeMounter {
+	host := nodetest.NewFakeMounter()
 	host.Datasets = fake.Exists
 	host.Zvols = func(link string) (uint64, bool) {
 		rows, err := fake.List(context.Background(), zfs.ListOptions{Roots: []string{strings.TrimPrefix(link, "/dev/zvol/")},

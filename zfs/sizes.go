@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// defaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
+// DefaultVolBlockSize is OpenZFS ≥ 2.2's default; 2.1 used 8 KiB, which
 // divides it, so sizes rounded to it are valid on both.
-const defaultVolBlockSize = 16 << 10
+const DefaultVolBlockSize = 16 << 10
 
 // ThickReservation is the refreservation ZFS gives a thick (non-sparse) zvol
 // of volsize bytes, as `refreservation=auto` computes it on a pool without
@@ -26,7 +26,7 @@ func ThickReservation(volsize, volBlockSize uint64) uint64 {
 		copiesOfMetadata   = 2                             // min(SPA_DVAS_PER_BP, copies+1) with copies 1
 	)
 	if volBlockSize == 0 {
-		volBlockSize = defaultVolBlockSize
+		volBlockSize = DefaultVolBlockSize
 	}
 	metadataBlocks := uint64(7) // the dnode's levels L0–L6
 	for blocks := volsize / volBlockSize; blocks > 1; {
@@ -40,7 +40,7 @@ func ThickReservation(volsize, volBlockSize uint64) uint64 {
 // whose ThickReservation fits in available bytes (0 when none does).
 func LargestThickVolume(available, volBlockSize uint64) uint64 {
 	if volBlockSize == 0 {
-		volBlockSize = defaultVolBlockSize
+		volBlockSize = DefaultVolBlockSize
 	}
 	low, high := uint64(0), available/volBlockSize // in blocks
 	for low < high {

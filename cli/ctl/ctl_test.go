@@ -9,6 +9,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 )
 
 // ctlHarness is a daemon on a fake pool and a fake host, served on a real
@@ -16,14 +17,14 @@ import (
 type ctlHarness struct {
 	t        *testing.T
 	fixture  *inventorytest.Fixture
-	mounter  *node.FakeMounter
+	mounter  *nodetest.FakeMounter
 	endpoint string
 }
 
 func newCtlHarness(t *testing.T) *ctlHarness {
 	t.Helper()
 	f := inventorytest.New(t)
-	mounter := node.NewFakeMounter()
+	mounter := nodetest.NewFakeMounter()
 	return &ctlHarness{t: t, fixture: f, mounter: mounter, endpoint: f.Serve(mounter)}
 }
 

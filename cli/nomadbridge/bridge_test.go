@@ -17,15 +17,17 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 	"github.com/zfs-csi/zfs-csi/plugin"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 // bridgeFixture is a daemon (Identity and a real Controller over the
 // stateful fake ZFS) on its own socket, and a bridge in front of it on the
 // socket Nomad would use.
 type bridgeFixture struct {
-	fake          *zfs.Fake
+	fake          *zfstest.Fake
 	daemonSocket  string
 	bridgeSocket  string
 	stopDaemon    func()
@@ -33,11 +35,11 @@ type bridgeFixture struct {
 	bridgeStopped chan error
 }
 
-func startDaemon(t *testing.T, fake *zfs.Fake, socket string) func() {
+func startDaemon(t *testing.T, fake *zfstest.Fake, socket string) func() {
 	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
-	served, err := plugin.New(cfg, fake, node.NewFakeMounter(), log, node.Options{})
+	served, err := plugin.New(cfg, fake, nodetest.NewFakeMounter(), log, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func newBridgeFixture(t *testing.T) *bridgeFixture {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	f := &bridgeFixture{
-		fake:          zfs.NewFake(map[string]uint64{"tank": 1 << 40}),
+		fake:          zfstest.NewFake(map[string]uint64{"tank": 1 << 40}),
 		daemonSocket:  filepath.Join(dir, "daemon", "csi.sock"),
 		bridgeSocket:  filepath.Join(dir, "nomad", "csi.sock"),
 		bridgeStopped: make(chan error, 1),
@@ -90,7 +92,7 @@ func (f *bridgeFixture) client(t *testing.T) *grpc.ClientConn {
 	return conn
 }
 
-func datasets(t *testing.T, fake *zfs.Fake) []string {
+func datasets(t *testing.T, fake *zfstest.Fake) []string {
 	t.Helper()
 	rows, err := fake.List(context.Background(), zfs.ListOptions{Roots: []string{"tank"}, Depth: -1,
 		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}})

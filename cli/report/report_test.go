@@ -10,7 +10,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
-	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 )
 
 const (
@@ -135,7 +135,7 @@ func TestStatusSummarisesPoolsParentsAndTheDaemon(t *testing.T) {
 	}
 
 	running := inventorytest.New(t)
-	endpoint := running.Serve(node.NewFakeMounter())
+	endpoint := running.Serve(nodetest.NewFakeMounter())
 	op, stdout = operatorOn(t, running)
 	if err := op.status(endpoint, filepath.Join(t.TempDir(), "reg.sock")); err != nil {
 		t.Fatal(err)

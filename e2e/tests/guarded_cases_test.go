@@ -23,7 +23,7 @@ func (zfsPool) Release(ctx context.Context, snapshot string) error {
 	return exec.CommandContext(ctx, "zfs", "release", "zfstest", snapshot).Run()
 }
 
-// The table the Fake runs in `go test` (zfs.TestGuardedCasesOnTheFake), on
+// The table the Fake runs in `go test` (zfstest.TestGuardedCasesOnTheFake), on
 // real ZFS: the channel programs and the Fake follow the same rules. On ZFS
 // before 2.2 the snapshot cases are unsupported and say so.
 func TestGuardedCasesOnZFS(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/plugin"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 // NodeID is the node every fixture's IDs name.
@@ -30,7 +31,7 @@ const NodeID = "node-a"
 // Fixture is a fake host: pool "tank" (100 GiB) with the parent tank/csi.
 type Fixture struct {
 	T          *testing.T
-	Fake       *zfs.Fake
+	Fake       *zfstest.Fake
 	Controller *controller.Server
 	Config     driver.Config
 	Props      driver.UserProps
@@ -41,7 +42,7 @@ type Fixture struct {
 // New makes a fixture with an empty mount table and /dev.
 func New(t *testing.T) *Fixture {
 	t.Helper()
-	fake := zfs.NewFake(map[string]uint64{"tank": 100 << 30})
+	fake := zfstest.NewFake(map[string]uint64{"tank": 100 << 30})
 	if err := fake.Create(context.Background(), "tank/csi", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

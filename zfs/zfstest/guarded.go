@@ -1,5 +1,6 @@
-// Package zfstest holds what tests of ZFS code share: the table of guarded
-// changes (the channel programs) that runs against the in-memory Fake in
+// Package zfstest holds what tests of ZFS code share: Fake, a stateful
+// in-memory ZFS that refuses what ZFS refuses, and the table of guarded
+// changes (the channel programs) that runs against the Fake in
 // `go test` and against real ZFS in `make e2e`, so that the two cannot drift
 // apart. A case that passes on one and fails on the other is a fake that
 // does not behave like ZFS.

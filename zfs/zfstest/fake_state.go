@@ -1,6 +1,7 @@
-package zfs
+package zfstest
 
 import (
+	"github.com/zfs-csi/zfs-csi/zfs"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,18 +13,18 @@ import (
 
 // fakeNativeProps are the native properties the Fake accepts, with the types
 // that have them; the value checks are ZFS's where a test can hit them.
-var fakeNativeProps = map[string][]Type{
-	"mountpoint": {Filesystem}, "canmount": {Filesystem}, "refquota": {Filesystem}, "quota": {Filesystem},
-	"recordsize": {Filesystem}, "atime": {Filesystem}, "relatime": {Filesystem}, "xattr": {Filesystem},
-	"acltype": {Filesystem}, "snapdir": {Filesystem}, "exec": {Filesystem}, "setuid": {Filesystem},
-	"devices": {Filesystem}, "dnodesize": {Filesystem}, "special_small_blocks": {Filesystem},
-	"normalization": {Filesystem}, "casesensitivity": {Filesystem}, "utf8only": {Filesystem},
-	"volblocksize": {Volume}, "volmode": {Volume},
-	"refreservation": {Filesystem, Volume}, "reservation": {Filesystem, Volume}, "readonly": {Filesystem, Volume},
-	"compression": {Filesystem, Volume}, "checksum": {Filesystem, Volume}, "sync": {Filesystem, Volume},
-	"logbias": {Filesystem, Volume}, "primarycache": {Filesystem, Volume}, "secondarycache": {Filesystem, Volume},
-	"dedup": {Filesystem, Volume}, "copies": {Filesystem, Volume}, "redundant_metadata": {Filesystem, Volume},
-	"snapdev": {Volume}, "volsize": {Volume},
+var fakeNativeProps = map[string][]zfs.Type{
+	"mountpoint": {zfs.Filesystem}, "canmount": {zfs.Filesystem}, "refquota": {zfs.Filesystem}, "quota": {zfs.Filesystem},
+	"recordsize": {zfs.Filesystem}, "atime": {zfs.Filesystem}, "relatime": {zfs.Filesystem}, "xattr": {zfs.Filesystem},
+	"acltype": {zfs.Filesystem}, "snapdir": {zfs.Filesystem}, "exec": {zfs.Filesystem}, "setuid": {zfs.Filesystem},
+	"devices": {zfs.Filesystem}, "dnodesize": {zfs.Filesystem}, "special_small_blocks": {zfs.Filesystem},
+	"normalization": {zfs.Filesystem}, "casesensitivity": {zfs.Filesystem}, "utf8only": {zfs.Filesystem},
+	"volblocksize": {zfs.Volume}, "volmode": {zfs.Volume},
+	"refreservation": {zfs.Filesystem, zfs.Volume}, "reservation": {zfs.Filesystem, zfs.Volume}, "readonly": {zfs.Filesystem, zfs.Volume},
+	"compression": {zfs.Filesystem, zfs.Volume}, "checksum": {zfs.Filesystem, zfs.Volume}, "sync": {zfs.Filesystem, zfs.Volume},
+	"logbias": {zfs.Filesystem, zfs.Volume}, "primarycache": {zfs.Filesystem, zfs.Volume}, "secondarycache": {zfs.Filesystem, zfs.Volume},
+	"dedup": {zfs.Filesystem, zfs.Volume}, "copies": {zfs.Filesystem, zfs.Volume}, "redundant_metadata": {zfs.Filesystem, zfs.Volume},
+	"snapdev": {zfs.Volume}, "volsize": {zfs.Volume},
 }
 
 // createOnlyProps can be given at creation but not changed later.
@@ -39,17 +40,17 @@ var fakeEnumProps = map[string][]string{
 	"logbias": {"latency", "throughput"}, "volmode": {"default", "full", "geom", "dev", "none"},
 }
 
-func checkProps(typ Type, props map[string]string, creating bool) error {
+func checkProps(typ zfs.Type, props map[string]string, creating bool) error {
 	for key, value := range props {
 		if strings.Contains(key, ":") {
 			if key != strings.ToLower(key) || len(key) > 256 || len(value) > 8192 {
-				return ErrInvalid
+				return zfs.ErrInvalid
 			}
 			continue
 		}
 		types, known := fakeNativeProps[key]
 		if !known || !hasType(types, typ) || (!creating && createOnlyProps[key]) {
-			return ErrInvalid
+			return zfs.ErrInvalid
 		}
 		if err := checkValue(key, value); err != nil {
 			return err
@@ -64,12 +65,12 @@ func checkValue(key, value string) error {
 			return nil
 		}
 		if _, err := strconv.ParseUint(value, 10, 64); err != nil && value != "none" {
-			return ErrInvalid
+			return zfs.ErrInvalid
 		}
 		if key == "volblocksize" {
 			size, _ := strconv.ParseUint(value, 10, 64)
 			if size < 512 || size > 128<<10 || size&(size-1) != 0 {
-				return ErrInvalid
+				return zfs.ErrInvalid
 			}
 		}
 		return nil
@@ -80,7 +81,7 @@ func checkValue(key, value string) error {
 				return nil
 			}
 		}
-		return ErrInvalid
+		return zfs.ErrInvalid
 	}
 	return nil
 }
@@ -89,34 +90,34 @@ func checkValue(key, value string) error {
 // "_-.: ", at most 255 bytes in all, one '@' at most.
 func checkName(name string) error {
 	if len(name) == 0 || len(name) > 255 || strings.Count(name, "@") > 1 {
-		return ErrInvalid
+		return zfs.ErrInvalid
 	}
 	for _, component := range strings.FieldsFunc(name, func(r rune) bool { return r == '/' || r == '@' }) {
 		if component == "." || component == ".." {
-			return ErrInvalid
+			return zfs.ErrInvalid
 		}
 		for _, r := range component {
 			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.: ", r)) {
-				return ErrInvalid
+				return zfs.ErrInvalid
 			}
 		}
 	}
 	if strings.Contains(name, "//") || strings.HasSuffix(name, "/") {
-		return ErrInvalid
+		return zfs.ErrInvalid
 	}
 	return nil
 }
 
-func (f *Fake) checkNewDataset(op, name string, typ Type, props map[string]string) error {
+func (f *Fake) checkNewDataset(op, name string, typ zfs.Type, props map[string]string) error {
 	if err := checkName(name); err != nil || strings.Contains(name, "@") {
-		return f.fail(op, name, ErrInvalid)
+		return f.fail(op, name, zfs.ErrInvalid)
 	}
 	if _, exists := f.datasets[name]; exists {
-		return f.fail(op, name, ErrExists)
+		return f.fail(op, name, zfs.ErrExists)
 	}
 	parent, ok := f.datasets[parentOf(name)]
-	if !ok || parent.typ != Filesystem {
-		return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: ErrParentMissing,
+	if !ok || parent.typ != zfs.Filesystem {
+		return &zfs.CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: zfs.ErrParentMissing,
 			Stderr: "cannot " + op + " '" + name + "': parent does not exist"}
 	}
 	if err := checkProps(typ, props, true); err != nil {
@@ -127,9 +128,9 @@ func (f *Fake) checkNewDataset(op, name string, typ Type, props map[string]strin
 
 // add inserts a new dataset if the pool has room for its reservation.
 func (f *Fake) add(d *fakeDataset) error {
-	pool := f.pools[PoolOf(d.name)]
-	if f.allocated(PoolOf(d.name))+d.reservation()+d.referencedIfNew() > pool.size {
-		return f.fail("create", d.name, ErrNoSpace)
+	pool := f.pools[zfs.PoolOf(d.name)]
+	if f.allocated(zfs.PoolOf(d.name))+d.reservation()+d.referencedIfNew() > pool.size {
+		return f.fail("create", d.name, zfs.ErrNoSpace)
 	}
 	f.clock = f.clock.Add(time.Second)
 	d.creation = f.clock
@@ -140,7 +141,7 @@ func (f *Fake) add(d *fakeDataset) error {
 // referencedIfNew is the space a new dataset takes beyond what it shares: a
 // clone shares its origin's blocks, a received copy does not.
 func (d *fakeDataset) referencedIfNew() uint64 {
-	if d.origin != "" || d.typ == Snapshot {
+	if d.origin != "" || d.typ == zfs.Snapshot {
 		return 0
 	}
 	return d.referenced
@@ -201,7 +202,7 @@ func snapshotOf(snapshot string) string {
 	return snapshot[strings.IndexByte(snapshot, '@')+1:]
 }
 
-func hasType(types []Type, typ Type) bool {
+func hasType(types []zfs.Type, typ zfs.Type) bool {
 	for _, t := range types {
 		if t == typ {
 			return true
@@ -220,7 +221,7 @@ func copyProps(props map[string]string) map[string]string {
 
 func (d *fakeDataset) sizeProp(key string) uint64 {
 	if key == "refreservation" && d.props[key] == "auto" {
-		return ThickReservation(d.volSize, d.volBlockSize())
+		return zfs.ThickReservation(d.volSize, d.volBlockSize())
 	}
 	value, _ := strconv.ParseUint(d.props[key], 10, 64)
 	return value
@@ -230,7 +231,7 @@ func (d *fakeDataset) volBlockSize() uint64 {
 	if size := d.sizeProp("volblocksize"); size > 0 {
 		return size
 	}
-	return defaultVolBlockSize
+	return zfs.DefaultVolBlockSize
 }
 
 // reservation is the space held for the dataset whether written or not.
@@ -242,7 +243,7 @@ func (d *fakeDataset) reservation() uint64 {
 // that, the data it holds itself (not shared with an origin).
 func (d *fakeDataset) charge() uint64 {
 	own := d.referenced
-	if d.origin != "" || d.typ == Snapshot {
+	if d.origin != "" || d.typ == zfs.Snapshot {
 		own = 0
 	}
 	return max(d.reservation(), own)
@@ -251,7 +252,7 @@ func (d *fakeDataset) charge() uint64 {
 func (f *Fake) allocated(pool string) uint64 {
 	var total uint64
 	for _, d := range f.datasets {
-		if PoolOf(d.name) == pool {
+		if zfs.PoolOf(d.name) == pool {
 			total += d.charge()
 		}
 	}
@@ -267,27 +268,27 @@ func (f *Fake) reserved() uint64 {
 }
 
 // row renders a dataset as Exec's List would parse it from zfs.
-func (f *Fake) row(d *fakeDataset, userProps []string) Dataset {
-	pool := f.pools[PoolOf(d.name)]
-	free := pool.size - f.allocated(PoolOf(d.name))
+func (f *Fake) row(d *fakeDataset, userProps []string) zfs.Dataset {
+	pool := f.pools[zfs.PoolOf(d.name)]
+	free := pool.size - f.allocated(zfs.PoolOf(d.name))
 	used := d.charge()
 	for _, name := range f.descendants(d.name) {
 		used += f.datasets[name].charge()
 	}
-	row := Dataset{
+	row := zfs.Dataset{
 		Name: d.name, Type: d.typ, Origin: d.origin, Used: used, Referenced: d.referenced,
 		LogicalUsed: d.referenced, RefQuota: d.sizeProp("refquota"), RefReservation: d.sizeProp("refreservation"),
 		Creation: d.creation, ReadOnly: f.inherited(d, "readonly") == "on", DeferDestroy: d.deferDestroy,
 	}
 	switch d.typ {
-	case Volume:
+	case zfs.Volume:
 		row.VolSize, row.VolBlockSize, row.Available = d.volSize, d.volBlockSize(), free
-	case Filesystem:
+	case zfs.Filesystem:
 		row.Available = free + d.reservation() - min(d.reservation(), d.referenced)
 		if row.RefQuota > 0 {
 			row.Available = min(row.Available, row.RefQuota-min(row.RefQuota, d.referenced))
 		}
-	case Snapshot:
+	case zfs.Snapshot:
 		row.VolSize = d.volSize
 		for clone := range d.clones {
 			row.Clones = append(row.Clones, clone)
@@ -323,4 +324,4 @@ func (f *Fake) inherited(d *fakeDataset, key string) string {
 	return ""
 }
 
-var _ Interface = (*Fake)(nil)
+var _ zfs.Interface = (*Fake)(nil)

@@ -1,8 +1,9 @@
-package zfs
+package zfstest
 
 import (
 	"context"
 	"fmt"
+	"github.com/zfs-csi/zfs-csi/zfs"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ type fakePool struct {
 
 type fakeDataset struct {
 	name         string
-	typ          Type
+	typ          zfs.Type
 	origin       string
 	referenced   uint64 // bytes of data the dataset (or snapshot) refers to
 	volSize      uint64
@@ -59,7 +60,7 @@ func NewFake(pools map[string]uint64) *Fake {
 	}
 	for name, size := range pools {
 		f.pools[name] = &fakePool{size: size, health: "ONLINE"}
-		f.datasets[name] = &fakeDataset{name: name, typ: Filesystem, props: map[string]string{}, creation: f.clock}
+		f.datasets[name] = &fakeDataset{name: name, typ: zfs.Filesystem, props: map[string]string{}, creation: f.clock}
 	}
 	return f
 }
@@ -164,8 +165,8 @@ func (f *Fake) Hold(snapshot string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.datasets[snapshot]
-	if !ok || d.typ != Snapshot {
-		return f.fail("hold", snapshot, ErrNotFound)
+	if !ok || d.typ != zfs.Snapshot {
+		return f.fail("hold", snapshot, zfs.ErrNotFound)
 	}
 	d.holds++
 	return nil
@@ -176,8 +177,8 @@ func (f *Fake) Release(snapshot string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.datasets[snapshot]
-	if !ok || d.typ != Snapshot || d.holds == 0 {
-		return f.fail("release", snapshot, ErrNotFound)
+	if !ok || d.typ != zfs.Snapshot || d.holds == 0 {
+		return f.fail("release", snapshot, zfs.ErrNotFound)
 	}
 	d.holds--
 	return nil
@@ -188,11 +189,11 @@ func (f *Fake) Write(name string, bytes uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.datasets[name]
-	if !ok || d.typ == Snapshot {
-		return f.fail("write", name, ErrNotFound)
+	if !ok || d.typ == zfs.Snapshot {
+		return f.fail("write", name, zfs.ErrNotFound)
 	}
 	if q := d.sizeProp("refquota"); q > 0 && d.referenced+bytes > q {
-		return f.fail("write", name, ErrNoSpace)
+		return f.fail("write", name, zfs.ErrNoSpace)
 	}
 	d.referenced += bytes
 	return nil
@@ -244,18 +245,18 @@ func (f *Fake) begin(ctx context.Context, method string) error {
 
 // suspended fails op when name's pool is SUSPENDED. Callers hold mu.
 func (f *Fake) suspended(op, name string) error {
-	if pool, ok := f.pools[PoolOf(name)]; ok && pool.health == "SUSPENDED" {
-		return f.fail(op, name, ErrPoolSuspended)
+	if pool, ok := f.pools[zfs.PoolOf(name)]; ok && pool.health == "SUSPENDED" {
+		return f.fail(op, name, zfs.ErrPoolSuspended)
 	}
 	return nil
 }
 
 func (f *Fake) fail(op, name string, kind error) error {
-	return &CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Stderr: fmt.Sprintf("cannot %s '%s': %v", op, name, kind), Kind: kind}
+	return &zfs.CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Stderr: fmt.Sprintf("cannot %s '%s': %v", op, name, kind), Kind: kind}
 }
 
 // Create implements Interface.
-func (f *Fake) Create(ctx context.Context, name string, opts CreateOptions) error {
+func (f *Fake) Create(ctx context.Context, name string, opts zfs.CreateOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Create"); err != nil {
@@ -264,17 +265,17 @@ func (f *Fake) Create(ctx context.Context, name string, opts CreateOptions) erro
 	if err := f.suspended("create", name); err != nil {
 		return err
 	}
-	typ := Filesystem
+	typ := zfs.Filesystem
 	if opts.VolSize > 0 {
-		typ = Volume
+		typ = zfs.Volume
 	}
 	if err := f.checkNewDataset("create", name, typ, opts.Properties); err != nil {
 		return err
 	}
 	d := &fakeDataset{name: name, typ: typ, volSize: opts.VolSize, props: copyProps(opts.Properties)}
-	if typ == Volume {
+	if typ == zfs.Volume {
 		if opts.VolSize%d.volBlockSize() != 0 {
-			return f.fail("create", name, ErrInvalid)
+			return f.fail("create", name, zfs.ErrInvalid)
 		}
 		if _, set := d.props["refreservation"]; !set && !opts.Sparse {
 			d.props["refreservation"] = "auto" // what zfs create -V computes for itself
@@ -294,26 +295,26 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 		return err
 	}
 	snap, ok := f.datasets[snapshot]
-	if !ok || snap.typ != Snapshot {
-		return f.fail("clone", snapshot, ErrNotFound)
+	if !ok || snap.typ != zfs.Snapshot {
+		return f.fail("clone", snapshot, zfs.ErrNotFound)
 	}
 	source := f.datasets[datasetOf(snapshot)]
-	if PoolOf(snapshot) != PoolOf(name) {
-		return f.fail("create", name, ErrCrossPool)
+	if zfs.PoolOf(snapshot) != zfs.PoolOf(name) {
+		return f.fail("create", name, zfs.ErrCrossPool)
 	}
 	if err := f.checkNewDataset("clone", name, source.typ, properties); err != nil {
 		return err
 	}
 	d := &fakeDataset{name: name, typ: source.typ, origin: snapshot, referenced: snap.referenced,
 		volSize: snap.volSize, props: copyProps(properties)}
-	if source.typ == Volume {
+	if source.typ == zfs.Volume {
 		d.props["volblocksize"] = strconv.FormatUint(source.volBlockSize(), 10)
 		// zfs clone sets a volsize among its properties after the clone exists.
 		if volsize, given := d.props["volsize"]; given {
 			d.volSize, _ = strconv.ParseUint(volsize, 10, 64)
 			delete(d.props, "volsize")
 			if d.volSize == 0 || d.volSize%d.volBlockSize() != 0 {
-				return f.fail("clone", name, ErrInvalid)
+				return f.fail("clone", name, zfs.ErrInvalid)
 			}
 		}
 	}
@@ -326,7 +327,7 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 
 // Copy implements Interface. The stream it counts into opts.Received is the
 // snapshot's referenced bytes.
-func (f *Fake) Copy(ctx context.Context, snapshot, name string, opts CopyOptions) error {
+func (f *Fake) Copy(ctx context.Context, snapshot, name string, opts zfs.CopyOptions) error {
 	received := opts.Received
 	if received == nil {
 		received = new(atomic.Uint64)
@@ -346,22 +347,22 @@ func (f *Fake) Copy(ctx context.Context, snapshot, name string, opts CopyOptions
 		return err
 	}
 	snap, ok := f.datasets[snapshot]
-	if !ok || snap.typ != Snapshot {
-		return f.fail("send", snapshot, ErrNotFound)
+	if !ok || snap.typ != zfs.Snapshot {
+		return f.fail("send", snapshot, zfs.ErrNotFound)
 	}
 	source := f.datasets[datasetOf(snapshot)]
 	if err := f.checkNewDataset("receive", name, source.typ, opts.Properties); err != nil {
 		return err
 	}
 	d := &fakeDataset{name: name, typ: source.typ, referenced: snap.referenced, volSize: snap.volSize, props: copyProps(opts.Properties)}
-	if source.typ == Volume {
+	if source.typ == zfs.Volume {
 		d.props["volblocksize"] = strconv.FormatUint(source.volBlockSize(), 10)
 	}
 	if err := f.add(d); err != nil {
 		return err
 	}
 	received.Store(snap.referenced)
-	copied := &fakeDataset{name: name + "@" + snapshotOf(snapshot), typ: Snapshot, referenced: snap.referenced,
+	copied := &fakeDataset{name: name + "@" + snapshotOf(snapshot), typ: zfs.Snapshot, referenced: snap.referenced,
 		volSize: snap.volSize, props: map[string]string{}, clones: map[string]bool{}}
 	return f.add(copied)
 }
@@ -377,26 +378,26 @@ func (f *Fake) Snapshot(ctx context.Context, name string, properties map[string]
 		return err
 	}
 	source, ok := f.datasets[datasetOf(name)]
-	if !ok || source.typ == Snapshot || !strings.Contains(name, "@") {
-		return f.fail("snapshot", name, ErrNotFound)
+	if !ok || source.typ == zfs.Snapshot || !strings.Contains(name, "@") {
+		return f.fail("snapshot", name, zfs.ErrNotFound)
 	}
 	if _, exists := f.datasets[name]; exists {
-		return f.fail("snapshot", name, ErrExists)
+		return f.fail("snapshot", name, zfs.ErrExists)
 	}
 	if err := checkName(name); err != nil {
-		return f.fail("snapshot", name, ErrInvalid)
+		return f.fail("snapshot", name, zfs.ErrInvalid)
 	}
 	for key := range properties {
 		if !strings.Contains(key, ":") {
-			return f.fail("snapshot", name, ErrInvalid) // only user properties may be set on snapshots
+			return f.fail("snapshot", name, zfs.ErrInvalid) // only user properties may be set on snapshots
 		}
 	}
-	return f.add(&fakeDataset{name: name, typ: Snapshot, referenced: source.referenced, volSize: source.volSize,
+	return f.add(&fakeDataset{name: name, typ: zfs.Snapshot, referenced: source.referenced, volSize: source.volSize,
 		props: copyProps(properties), clones: map[string]bool{}})
 }
 
 // Destroy implements Interface.
-func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) error {
+func (f *Fake) Destroy(ctx context.Context, name string, opts zfs.DestroyOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Destroy"); err != nil {
@@ -407,15 +408,15 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) er
 	}
 	d, ok := f.datasets[name]
 	if !ok {
-		return f.fail("destroy", name, ErrNotFound)
+		return f.fail("destroy", name, zfs.ErrNotFound)
 	}
-	if d.typ == Snapshot {
+	if d.typ == zfs.Snapshot {
 		if len(d.clones) > 0 || d.holds > 0 {
 			if !opts.Defer {
 				if d.holds > 0 {
-					return f.fail("destroy", name, ErrHeld)
+					return f.fail("destroy", name, zfs.ErrHeld)
 				}
-				return f.fail("destroy", name, ErrHasDependents)
+				return f.fail("destroy", name, zfs.ErrHasDependents)
 			}
 			d.deferDestroy = true
 			return nil
@@ -425,19 +426,19 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts DestroyOptions) er
 	}
 	doomed := f.descendants(name)
 	if len(doomed) > 0 && !opts.Recursive {
-		return f.fail("destroy", name, ErrHasDependents)
+		return f.fail("destroy", name, zfs.ErrHasDependents)
 	}
 	doomed = append(doomed, name)
 	for _, victim := range doomed {
 		if f.busy[victim] {
-			return f.fail("destroy", victim, ErrBusy)
+			return f.fail("destroy", victim, zfs.ErrBusy)
 		}
 		if f.datasets[victim].holds > 0 {
-			return f.fail("destroy", victim, ErrHeld)
+			return f.fail("destroy", victim, zfs.ErrHeld)
 		}
 		for clone := range f.datasets[victim].clones {
 			if !isUnder(clone, name) {
-				return f.fail("destroy", name, ErrHasDependents)
+				return f.fail("destroy", name, zfs.ErrHasDependents)
 			}
 		}
 	}
@@ -461,7 +462,7 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 	}
 	d, ok := f.datasets[name]
 	if !ok {
-		return f.fail("set", name, ErrNotFound)
+		return f.fail("set", name, zfs.ErrNotFound)
 	}
 	if err := checkProps(d.typ, properties, false); err != nil {
 		return f.fail("set", name, err)
@@ -472,7 +473,7 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 		if key == "volsize" {
 			size, _ := strconv.ParseUint(value, 10, 64)
 			if size%d.volBlockSize() != 0 || size == 0 {
-				return f.fail("set", name, ErrInvalid)
+				return f.fail("set", name, zfs.ErrInvalid)
 			}
 			// As ZFS does: a thick volume's reservation follows its size.
 			if _, explicit := properties["refreservation"]; !explicit && d.sizeProp("refreservation") == d.volSize {
@@ -484,17 +485,17 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 		updated.props[key] = value
 	}
 	if q := updated.sizeProp("refquota"); q > 0 && q < updated.referenced {
-		return f.fail("set", name, ErrNoSpace)
+		return f.fail("set", name, zfs.ErrNoSpace)
 	}
-	if f.reserved()-d.reservation()+updated.reservation() > f.pools[PoolOf(name)].size {
-		return f.fail("set", name, ErrNoSpace)
+	if f.reserved()-d.reservation()+updated.reservation() > f.pools[zfs.PoolOf(name)].size {
+		return f.fail("set", name, zfs.ErrNoSpace)
 	}
 	*d = updated
 	return nil
 }
 
 // List implements Interface.
-func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
+func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "List"); err != nil {
@@ -502,9 +503,9 @@ func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 	}
 	types := opts.Types
 	if len(types) == 0 {
-		types = []Type{Filesystem, Volume}
+		types = []zfs.Type{zfs.Filesystem, zfs.Volume}
 	}
-	var rows []Dataset
+	var rows []zfs.Dataset
 	for _, root := range opts.Roots {
 		if err := f.suspended("open", root); err != nil {
 			if opts.SkipSuspended {
@@ -516,7 +517,7 @@ func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 			if opts.SkipMissing {
 				continue
 			}
-			return nil, f.fail("open", root, ErrNotFound)
+			return nil, f.fail("open", root, zfs.ErrNotFound)
 		}
 		names := []string{root}
 		if opts.Depth != 0 {
@@ -541,17 +542,17 @@ func (f *Fake) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 }
 
 // Pool implements Interface.
-func (f *Fake) Pool(ctx context.Context, name string) (Pool, error) {
+func (f *Fake) Pool(ctx context.Context, name string) (zfs.Pool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Pool"); err != nil {
-		return Pool{}, err
+		return zfs.Pool{}, err
 	}
 	p, ok := f.pools[name]
 	if !ok {
-		return Pool{}, &CommandError{Argv: []string{"zpool", "list", name}, ExitCode: 1, Kind: ErrPoolNotFound,
+		return zfs.Pool{}, &zfs.CommandError{Argv: []string{"zpool", "list", name}, ExitCode: 1, Kind: zfs.ErrPoolNotFound,
 			Stderr: fmt.Sprintf("cannot open '%s': no such pool", name)}
 	}
 	allocated := f.allocated(name)
-	return Pool{Name: name, Health: p.health, Size: p.size, Allocated: allocated, Free: p.size - allocated}, nil
+	return zfs.Pool{Name: name, Health: p.health, Size: p.size, Allocated: allocated, Free: p.size - allocated}, nil
 }

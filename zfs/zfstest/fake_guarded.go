@@ -1,46 +1,47 @@
-package zfs
+package zfstest
 
 import (
 	"context"
 	"fmt"
+	"github.com/zfs-csi/zfs-csi/zfs"
 	"strconv"
 	"strings"
 )
 
 // DestroyGuarded implements Guarded, following the rules of Exec's channel
 // program.
-func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyResult, error) {
+func (f *Fake) DestroyGuarded(ctx context.Context, req zfs.DestroyRequest) (zfs.DestroyResult, error) {
 	name := req.Name
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	d, ok := f.datasets[name]
 	if err := f.begin(ctx, "DestroyGuarded"); err != nil {
-		if ok { // an injected failure (such as ErrBusy) still says what it met
-			return DestroyResult{Type: d.typ}, err
+		if ok { // an injected failure (such as zfs.ErrBusy) still says what it met
+			return zfs.DestroyResult{Type: d.typ}, err
 		}
-		return DestroyResult{}, err
+		return zfs.DestroyResult{}, err
 	}
 	if err := f.suspended("program", name); err != nil {
-		return DestroyResult{}, err
+		return zfs.DestroyResult{}, err
 	}
-	if !ok || d.typ == Snapshot {
-		return DestroyResult{}, f.fail("program", name, ErrNotFound)
+	if !ok || d.typ == zfs.Snapshot {
+		return zfs.DestroyResult{}, f.fail("program", name, zfs.ErrNotFound)
 	}
-	result := DestroyResult{Type: d.typ}
+	result := zfs.DestroyResult{Type: d.typ}
 	if !f.passes(d, req.Guard) {
-		result.Outcome = NotOwned
+		result.Outcome = zfs.NotOwned
 		return result, nil
 	}
 	var snapshots []string
 	held := false
 	for _, child := range f.descendants(name) {
 		if !strings.HasPrefix(child, name+"@") {
-			result.Outcome, result.Reason = Blocked, "it has a child dataset, "+child+", that the driver did not make"
+			result.Outcome, result.Reason = zfs.Blocked, "it has a child dataset, "+child+", that the driver did not make"
 			return result, nil
 		}
 		snapshot := f.datasets[child]
 		if snapshot.holds > 0 {
-			result.Outcome, result.Reason = Blocked, "its snapshot "+child+" has a user hold"
+			result.Outcome, result.Reason = zfs.Blocked, "its snapshot "+child+" has a user hold"
 			return result, nil
 		}
 		held = held || len(snapshot.clones) > 0
@@ -50,7 +51,7 @@ func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 		snapshots = append(snapshots, child)
 	}
 	if held {
-		result.Outcome = Held
+		result.Outcome = zfs.Held
 		return result, nil
 	}
 	if f.busy[name] {
@@ -59,7 +60,7 @@ func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 		for _, snapshot := range snapshots {
 			f.remove(snapshot)
 		}
-		return result, f.fail("program", name, ErrBusy)
+		return result, f.fail("program", name, zfs.ErrBusy)
 	}
 	for _, snapshot := range snapshots {
 		f.remove(snapshot)
@@ -69,7 +70,7 @@ func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 			result.OriginMarked = result.OriginMarked || f.inherited(origin, key) != ""
 		}
 	}
-	result.Outcome, result.Origin = Done, d.origin
+	result.Outcome, result.Origin = zfs.Done, d.origin
 	f.remove(name)
 	return result, nil
 }
@@ -77,53 +78,53 @@ func (f *Fake) DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyR
 // SnapshotGuarded implements Guarded, following the rules of Exec's channel
 // program (on a ZFS that has zfs.sync.set_prop; FailNext("SnapshotGuarded",
 // ErrUnsupported) plays an older one).
-func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error) {
+func (f *Fake) SnapshotGuarded(ctx context.Context, req zfs.SnapshotRequest) (zfs.SnapshotResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "SnapshotGuarded"); err != nil {
-		return SnapshotResult{}, err
+		return zfs.SnapshotResult{}, err
 	}
 	if err := f.suspended("snapshot", req.Name); err != nil {
-		return SnapshotResult{}, err
+		return zfs.SnapshotResult{}, err
 	}
 	dataset, _, found := strings.Cut(req.Name, "@")
 	value, unique := req.Properties[req.Unique]
 	if !found || !unique {
-		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w", req.Name, ErrInvalid)
+		return zfs.SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w", req.Name, zfs.ErrInvalid)
 	}
 	d, ok := f.datasets[dataset]
-	if !ok || d.typ == Snapshot {
-		return SnapshotResult{}, f.fail("program", dataset, ErrNotFound)
+	if !ok || d.typ == zfs.Snapshot {
+		return zfs.SnapshotResult{}, f.fail("program", dataset, zfs.ErrNotFound)
 	}
 	if !f.passes(d, req.Guard) {
-		return SnapshotResult{Outcome: NotOwned}, nil
+		return zfs.SnapshotResult{Outcome: zfs.NotOwned}, nil
 	}
 	carries := func(name string) bool {
 		snapshot, ok := f.datasets[name]
-		return ok && snapshot.typ == Snapshot && !snapshot.deferDestroy && f.inherited(snapshot, req.Unique) == value
+		return ok && snapshot.typ == zfs.Snapshot && !snapshot.deferDestroy && f.inherited(snapshot, req.Unique) == value
 	}
 	for _, other := range req.Others {
 		if carries(other) {
-			return SnapshotResult{Outcome: Taken, Snapshot: f.row(f.datasets[other], nil)}, nil
+			return zfs.SnapshotResult{Outcome: zfs.Taken, Snapshot: f.row(f.datasets[other], nil)}, nil
 		}
 	}
 	for _, child := range f.descendants(dataset) {
 		if strings.HasPrefix(child, dataset+"@") && carries(child) {
-			return SnapshotResult{Outcome: Present, Snapshot: f.row(f.datasets[child], sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
+			return zfs.SnapshotResult{Outcome: zfs.Present, Snapshot: f.row(f.datasets[child], sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
 		}
 	}
 	snapshot, exists := f.datasets[req.Name]
 	switch {
 	case exists && (f.inherited(snapshot, req.Unique) != "" || (req.Internal != "" && f.inherited(snapshot, req.Internal) != "")):
-		return SnapshotResult{}, f.fail("program", req.Name, ErrExists)
+		return zfs.SnapshotResult{}, f.fail("program", req.Name, zfs.ErrExists)
 	case !exists:
 		if err := checkName(req.Name); err != nil {
-			return SnapshotResult{}, f.fail("program", req.Name, ErrInvalid)
+			return zfs.SnapshotResult{}, f.fail("program", req.Name, zfs.ErrInvalid)
 		}
-		snapshot = &fakeDataset{name: req.Name, typ: Snapshot, referenced: d.referenced, volSize: d.volSize,
+		snapshot = &fakeDataset{name: req.Name, typ: zfs.Snapshot, referenced: d.referenced, volSize: d.volSize,
 			props: map[string]string{}, clones: map[string]bool{}}
 		if err := f.add(snapshot); err != nil {
-			return SnapshotResult{}, err
+			return zfs.SnapshotResult{}, err
 		}
 	}
 	// else: an interrupted earlier call's snapshot, which gets its properties now.
@@ -132,16 +133,16 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 	}
 	if req.SizeProperty != "" {
 		size := d.sizeProp("refquota")
-		if d.typ == Volume {
+		if d.typ == zfs.Volume {
 			size = snapshot.volSize
 		}
 		snapshot.props[req.SizeProperty] = strconv.FormatUint(size, 10)
 	}
-	return SnapshotResult{Outcome: Done, Snapshot: f.row(snapshot, sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
+	return zfs.SnapshotResult{Outcome: zfs.Done, Snapshot: f.row(snapshot, sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
 }
 
 // sizeProps is the user property a SnapshotResult reports of its snapshot.
-func sizeProps(req SnapshotRequest) []string {
+func sizeProps(req zfs.SnapshotRequest) []string {
 	if req.SizeProperty == "" {
 		return nil
 	}
@@ -150,9 +151,9 @@ func sizeProps(req SnapshotRequest) []string {
 
 // snapshottedVolume is SnapshotResult.Volume: the facts Exec's program
 // reports of the dataset it snapshotted.
-func (f *Fake) snapshottedVolume(d *fakeDataset, report string) Dataset {
-	volume := Dataset{Name: d.name, Type: d.typ, VolSize: d.volSize, RefQuota: d.sizeProp("refquota")}
-	if d.typ == Volume {
+func (f *Fake) snapshottedVolume(d *fakeDataset, report string) zfs.Dataset {
+	volume := zfs.Dataset{Name: d.name, Type: d.typ, VolSize: d.volSize, RefQuota: d.sizeProp("refquota")}
+	if d.typ == zfs.Volume {
 		volume.VolBlockSize = d.volBlockSize()
 	}
 	if value := f.inherited(d, report); report != "" && value != "" {
@@ -163,26 +164,26 @@ func (f *Fake) snapshottedVolume(d *fakeDataset, report string) Dataset {
 
 // DestroySnapshotGuarded implements Guarded, following the rules of Exec's
 // channel program.
-func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRequest) (SnapshotDestroyResult, error) {
+func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req zfs.SnapshotDestroyRequest) (zfs.SnapshotDestroyResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DestroySnapshotGuarded"); err != nil {
-		return SnapshotDestroyResult{}, err
+		return zfs.SnapshotDestroyResult{}, err
 	}
 	if err := f.suspended("destroy", req.Name); err != nil {
-		return SnapshotDestroyResult{}, err
+		return zfs.SnapshotDestroyResult{}, err
 	}
 	if !strings.Contains(req.Name, "@") || req.Named == "" {
-		return SnapshotDestroyResult{}, fmt.Errorf("DestroySnapshotGuarded %q: %w", req.Name, ErrInvalid)
+		return zfs.SnapshotDestroyResult{}, fmt.Errorf("DestroySnapshotGuarded %q: %w", req.Name, zfs.ErrInvalid)
 	}
 	d, ok := f.datasets[req.Name]
 	if !ok {
-		return SnapshotDestroyResult{}, f.fail("program", req.Name, ErrNotFound)
+		return zfs.SnapshotDestroyResult{}, f.fail("program", req.Name, zfs.ErrNotFound)
 	}
 	if f.inherited(d, req.Named) == "" || (req.Excluded != "" && f.inherited(d, req.Excluded) != "") || d.deferDestroy {
-		return SnapshotDestroyResult{Outcome: NotOwned}, nil
+		return zfs.SnapshotDestroyResult{Outcome: zfs.NotOwned}, nil
 	}
-	result := SnapshotDestroyResult{Outcome: Done}
+	result := zfs.SnapshotDestroyResult{Outcome: zfs.Done}
 	if req.Report != "" {
 		result.Reported = f.inherited(d, req.Report)
 	}
@@ -195,6 +196,6 @@ func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRe
 }
 
 // passes reports whether a dataset passes a Guard.
-func (f *Fake) passes(d *fakeDataset, guard Guard) bool {
+func (f *Fake) passes(d *fakeDataset, guard zfs.Guard) bool {
 	return f.inherited(d, guard.Owned) == "true" && (guard.Excluded == "" || f.inherited(d, guard.Excluded) == "")
 }

@@ -1,8 +1,12 @@
-package node
+// Package nodetest holds the node service's test support: FakeMounter, an
+// in-memory host (mount table, block devices, filesystems) that refuses what
+// the kernel refuses, for the node, plugin and command tests.
+package nodetest
 
 import (
 	"context"
 	"fmt"
+	"github.com/zfs-csi/zfs-csi/node"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,7 +35,7 @@ type FakeMounter struct {
 	Datasets func(name string) bool
 
 	mu        sync.Mutex
-	mounts    []MountInfo
+	mounts    []node.MountInfo
 	nextID    int
 	links     map[string]string // /dev/zvol/… → /dev/zdN
 	devices   map[string]*fakeDevice
@@ -66,10 +70,10 @@ func (f *FakeMounter) AddDevice(link string, size uint64) string {
 }
 
 func (f *FakeMounter) addDevice(link string, size uint64) *fakeDevice {
-	node := fmt.Sprintf("/dev/zd%d", f.nextNode*16)
+	devNode := fmt.Sprintf("/dev/zd%d", f.nextNode*16)
 	f.nextNode++
-	device := &fakeDevice{node: node, size: size}
-	f.links[link], f.devices[node] = node, device
+	device := &fakeDevice{node: devNode, size: size}
+	f.links[link], f.devices[devNode] = devNode, device
 	return device
 }
 
@@ -123,10 +127,10 @@ func (f *FakeMounter) Filesystem(link string) (fsType string, size uint64, forma
 }
 
 // MountTable is the mount table, oldest first.
-func (f *FakeMounter) MountTable() []MountInfo {
+func (f *FakeMounter) MountTable() []node.MountInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]MountInfo(nil), f.mounts...)
+	return append([]node.MountInfo(nil), f.mounts...)
 }
 
 // Reboot forgets every mount and the devices' read-only flags; filesystems
@@ -155,21 +159,21 @@ func (f *FakeMounter) Reboot() {
 // device finds a device by link or node. With Zvols set, a zvol's device
 // appears, follows its zvol's size, and goes with it. Callers hold mu.
 func (f *FakeMounter) device(path string) *fakeDevice {
-	link, node := path, path
+	link, devNode := path, path
 	if linked, ok := f.links[path]; ok {
-		node = linked
+		devNode = linked
 	} else if _, ok := f.devices[path]; ok {
 		link = f.linkOf(path)
 	}
-	device := f.devices[node]
-	if f.Zvols == nil || !strings.HasPrefix(link, zvolDeviceDir+"/") {
+	device := f.devices[devNode]
+	if f.Zvols == nil || !strings.HasPrefix(link, node.ZvolDeviceDir+"/") {
 		return device
 	}
 	size, exists := f.Zvols(link)
 	switch {
 	case !exists && device != nil:
 		delete(f.links, link)
-		delete(f.devices, node)
+		delete(f.devices, devNode)
 		return nil
 	case !exists:
 		return nil
@@ -181,9 +185,9 @@ func (f *FakeMounter) device(path string) *fakeDevice {
 }
 
 // linkOf is the link to a device node, or "". Callers hold mu.
-func (f *FakeMounter) linkOf(node string) string {
+func (f *FakeMounter) linkOf(devNode string) string {
 	for link, linked := range f.links {
-		if linked == node {
+		if linked == devNode {
 			return link
 		}
 	}
@@ -191,7 +195,7 @@ func (f *FakeMounter) linkOf(node string) string {
 }
 
 // Mounts implements Mounter.
-func (f *FakeMounter) Mounts() ([]MountInfo, error) { return f.MountTable(), nil }
+func (f *FakeMounter) Mounts() ([]node.MountInfo, error) { return f.MountTable(), nil }
 
 // fakeDataOptions are the filesystem options the fake's kernel knows.
 var fakeDataOptions = map[string][]string{
@@ -213,7 +217,7 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 	if !ok {
 		return &os.PathError{Op: "mount " + fsType, Path: target, Err: unix.ENODEV}
 	}
-	mount := MountInfo{Root: "/", MountPoint: target, Options: renderFlags(flags), FSType: fsType, Source: source,
+	mount := node.MountInfo{Root: "/", MountPoint: target, Options: renderFlags(flags), FSType: fsType, Source: source,
 		SuperOptions: append([]string{"rw"}, data...)}
 	if fsType == "zfs" {
 		if strings.HasPrefix(source, "/") || (f.Datasets != nil && !f.Datasets(source)) {
@@ -299,10 +303,10 @@ func renderFlags(flags []string) []string {
 }
 
 // add appends a mount on top of what is at its mount point. Callers hold mu.
-func (f *FakeMounter) add(mount MountInfo) {
+func (f *FakeMounter) add(mount node.MountInfo) {
 	f.nextID++
 	mount.ID, mount.ParentID = f.nextID, 1
-	if below := mountAt(f.mounts, mount.MountPoint); below != nil {
+	if below := node.MountAt(f.mounts, mount.MountPoint); below != nil {
 		mount.ParentID = below.ID
 	}
 	f.mounts = append(f.mounts, mount)
@@ -317,11 +321,11 @@ func (f *FakeMounter) Bind(source, target string) error {
 	}
 	source, target = kernelPath(source, true), kernelPath(target, true)
 	if device := f.device(source); device != nil {
-		f.add(MountInfo{Root: "/" + filepath.Base(device.node), MountPoint: target, Options: []string{"rw", "nosuid", "relatime"},
+		f.add(node.MountInfo{Root: "/" + filepath.Base(device.node), MountPoint: target, Options: []string{"rw", "nosuid", "relatime"},
 			FSType: "devtmpfs", Source: "udev", SuperOptions: []string{"rw"}})
 		return nil
 	}
-	if mounted := mountAt(f.mounts, source); mounted != nil {
+	if mounted := node.MountAt(f.mounts, source); mounted != nil {
 		bound := *mounted
 		bound.MountPoint = target
 		bound.Options = append([]string(nil), mounted.Options...)
@@ -331,7 +335,7 @@ func (f *FakeMounter) Bind(source, target string) error {
 	if _, err := os.Stat(source); err != nil {
 		return err
 	}
-	f.add(MountInfo{Root: source, MountPoint: target, Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/root"})
+	f.add(node.MountInfo{Root: source, MountPoint: target, Options: []string{"rw", "relatime"}, FSType: "ext4", Source: "/dev/root"})
 	return nil
 }
 
@@ -339,7 +343,7 @@ func (f *FakeMounter) Bind(source, target string) error {
 func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, kernelPath(target, true))
+	mount := node.MountAt(f.mounts, kernelPath(target, true))
 	if mount == nil {
 		return &os.PathError{Op: "remount bind", Path: target, Err: unix.EINVAL}
 	}
@@ -352,7 +356,7 @@ func (f *FakeMounter) RemountBind(target string, flags []string) error {
 func (f *FakeMounter) Unmount(target string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, kernelPath(target, false))
+	mount := node.MountAt(f.mounts, kernelPath(target, false))
 	if mount == nil {
 		return &os.PathError{Op: "unmount", Path: target, Err: unix.EINVAL}
 	}
@@ -368,9 +372,9 @@ func (f *FakeMounter) Unmount(target string) error {
 // WaitForDevice implements Mounter.
 func (f *FakeMounter) WaitForDevice(ctx context.Context, path string) (string, error) {
 	for {
-		node, err := f.ResolveDevice(path)
+		devNode, err := f.ResolveDevice(path)
 		if err == nil {
-			return node, nil
+			return devNode, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -387,7 +391,7 @@ func (f *FakeMounter) ResolveDevice(path string) (string, error) {
 	if device := f.device(path); device != nil {
 		return device.node, nil
 	}
-	return "", fmt.Errorf("%s: %w", path, ErrNoDevice)
+	return "", fmt.Errorf("%s: %w", path, node.ErrNoDevice)
 }
 
 // Probe implements Mounter.
@@ -432,14 +436,14 @@ func (f *FakeMounter) Format(ctx context.Context, device, fsType string, overwri
 }
 
 // Superblock implements Mounter.
-func (f *FakeMounter) Superblock(device, fsType string) (Superblock, error) {
+func (f *FakeMounter) Superblock(device, fsType string) (node.Superblock, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	found := f.device(device)
 	if found == nil || found.fsType != fsType {
-		return Superblock{}, fmt.Errorf("%s: no %s superblock", device, fsType)
+		return node.Superblock{}, fmt.Errorf("%s: no %s superblock", device, fsType)
 	}
-	return Superblock{Size: found.fsSize, Complete: !found.unfinished}, nil
+	return node.Superblock{Size: found.fsSize, Complete: !found.unfinished}, nil
 }
 
 // mountedDevice reports whether a device is mounted or bound anywhere. Callers hold mu.
@@ -472,7 +476,7 @@ func (f *FakeMounter) Resize(ctx context.Context, fsType, device, mountPath stri
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	found := f.device(device)
-	mount := mountAt(f.mounts, kernelPath(mountPath, true))
+	mount := node.MountAt(f.mounts, kernelPath(mountPath, true))
 	switch {
 	case found == nil || found.fsType != fsType:
 		return fmt.Errorf("resizing %s on %s: no such filesystem", fsType, device)
@@ -500,7 +504,7 @@ func (f *FakeMounter) boundDevice(path string) (*fakeDevice, error) {
 	if device := f.device(path); device != nil {
 		return device, nil
 	}
-	if mount := mountAt(f.mounts, kernelPath(path, true)); mount != nil && mount.FSType == "devtmpfs" {
+	if mount := node.MountAt(f.mounts, kernelPath(path, true)); mount != nil && mount.FSType == "devtmpfs" {
 		if device := f.device("/dev" + mount.Root); device != nil {
 			return device, nil
 		}
@@ -531,26 +535,26 @@ func (f *FakeMounter) DeviceReadOnly(device string) (bool, error) {
 	return found.readOnly, nil
 }
 
-// fakeDatasetBytes is the size the fake reports for every mounted dataset.
-const fakeDatasetBytes = 1 << 30
+// DatasetBytes is the size the fake reports for every mounted dataset.
+const DatasetBytes = 1 << 30
 
 // Statfs implements Mounter for the mount points it knows.
-func (f *FakeMounter) Statfs(path string) (FSStats, error) {
+func (f *FakeMounter) Statfs(path string) (node.FSStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := mountAt(f.mounts, kernelPath(path, true))
+	mount := node.MountAt(f.mounts, kernelPath(path, true))
 	switch {
 	case mount == nil:
-		return FSStats{}, fmt.Errorf("statfs %s: the fake knows only mount points", path)
+		return node.FSStats{}, fmt.Errorf("statfs %s: the fake knows only mount points", path)
 	case mount.FSType == "zfs":
-		return FSStats{TotalBytes: fakeDatasetBytes, AvailableBytes: fakeDatasetBytes - 128<<10, UsedBytes: 128 << 10,
+		return node.FSStats{TotalBytes: DatasetBytes, AvailableBytes: DatasetBytes - 128<<10, UsedBytes: 128 << 10,
 			TotalInodes: 1 << 20, FreeInodes: 1<<20 - 6, UsedInodes: 6}, nil
 	}
 	device := f.device(mount.Source)
 	if device == nil {
-		return FSStats{}, fmt.Errorf("statfs %s: not a filesystem", path)
+		return node.FSStats{}, fmt.Errorf("statfs %s: not a filesystem", path)
 	}
-	return FSStats{TotalBytes: device.fsSize, AvailableBytes: device.fsSize - 1<<20, UsedBytes: 1 << 20,
+	return node.FSStats{TotalBytes: device.fsSize, AvailableBytes: device.fsSize - 1<<20, UsedBytes: 1 << 20,
 		TotalInodes: device.fsSize >> 14, FreeInodes: device.fsSize>>14 - 11, UsedInodes: 11}, nil
 }
 
@@ -583,5 +587,4 @@ func checkDir(path string) error {
 	return nil
 }
 
-var _ Mounter = (*FakeMounter)(nil)
-var _ Mounter = (*hostMounter)(nil)
+var _ node.Mounter = (*FakeMounter)(nil)

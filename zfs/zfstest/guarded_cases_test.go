@@ -1,4 +1,4 @@
-package zfs_test
+package zfstest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // fakePool is the Fake as a zfstest.Pool.
-type fakePool struct{ *zfs.Fake }
+type fakePool struct{ *zfstest.Fake }
 
 func (p fakePool) Hold(_ context.Context, snapshot string) error    { return p.Fake.Hold(snapshot) }
 func (p fakePool) Release(_ context.Context, snapshot string) error { return p.Fake.Release(snapshot) }
@@ -19,7 +19,7 @@ func (p fakePool) Release(_ context.Context, snapshot string) error { return p.F
 func TestGuardedCasesOnTheFake(t *testing.T) {
 	for i, c := range zfstest.GuardedCases() {
 		t.Run(c.Name, func(t *testing.T) {
-			fake := zfs.NewFake(map[string]uint64{"tank": 1 << 40})
+			fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 			if err := fake.Create(t.Context(), "tank/cases", zfs.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
