@@ -48,8 +48,8 @@ type Options struct {
 // unless the CO's deadline comes first.
 const DefaultDeviceTimeout = time.Minute
 
-// zvolDeviceDir holds the links udev makes for zvols: /dev/zvol/<dataset>.
-const zvolDeviceDir = "/dev/zvol"
+// ZvolDeviceDir holds the links udev makes for zvols: /dev/zvol/<dataset>.
+const ZvolDeviceDir = "/dev/zvol"
 
 // blockStagingFile is the file in a raw block volume's staging directory
 // onto which its device node is bind-mounted.
@@ -116,7 +116,7 @@ type volumeRef struct {
 }
 
 // devicePath is where udev links the zvol's device node.
-func (v volumeRef) devicePath() string { return zvolDeviceDir + "/" + v.dataset }
+func (v volumeRef) devicePath() string { return ZvolDeviceDir + "/" + v.dataset }
 
 // required checks that the named fields (name, value, name, value, …) are
 // set. Handlers call it before anything else: a missing field is
