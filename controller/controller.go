@@ -27,6 +27,7 @@ type Server struct {
 	zfs       zfs.Interface
 	log       zerolog.Logger
 	props     driver.UserProps
+	owner     driver.Owner
 	namer     driver.Namer
 	inflight  *driver.InFlight
 	reap      chan struct{}
@@ -46,7 +47,7 @@ func New(cfg driver.Config, z zfs.Interface, log zerolog.Logger) (*Server, error
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), namer: namer,
+	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), namer: namer,
 		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1)}, nil
 }
 
@@ -79,16 +80,6 @@ func (s *Server) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 	return &csi.ControllerGetCapabilitiesResponse{Capabilities: capabilities}, nil
 }
 
-// errNotOurs marks IDs that parse but name something this driver does not own.
-var errNotOurs = errors.New("not a volume of this driver")
-
-// foreignNodeError is an ID issued by the driver on another node.
-type foreignNodeError struct{ nodeID, thisNode string }
-
-func (e *foreignNodeError) Error() string {
-	return fmt.Sprintf("%s: it lives on node %q, this is node %q", otherNodeMarker, e.nodeID, e.thisNode)
-}
-
 // otherNodeMarker starts the messages of calls refused because they belong to
 // another node. Nomad sends controller calls to any node running the plugin,
 // ignoring topology, and tries the next one only when the error text holds
@@ -96,37 +87,24 @@ func (e *foreignNodeError) Error() string {
 // node-deployed sidecars only call their own node, never sees it.
 const otherNodeMarker = "CSI client error (retryable)"
 
-// volumeDataset resolves a volume ID to its dataset name. Malformed IDs, IDs
-// of other nodes and IDs pointing outside the allowed parents are refused
-// (DESIGN decision 2) with an error naming why.
+// volumeDataset resolves a volume ID to its dataset name (driver.Config's
+// VolumeDataset); a refusal for another node carries otherNodeMarker.
 func (s *Server) volumeDataset(volumeID string) (string, error) {
-	nodeID, dataset, err := driver.ParseVolumeID(volumeID)
-	if err != nil {
-		return "", err
+	dataset, err := s.cfg.VolumeDataset(volumeID)
+	return dataset, markOtherNode(err)
+}
+
+// markOtherNode prefixes otherNodeMarker to a refusal for another node.
+func markOtherNode(err error) error {
+	var foreign *driver.ForeignNodeError
+	if errors.As(err, &foreign) {
+		return fmt.Errorf("%s: %w", otherNodeMarker, err)
 	}
-	if nodeID != s.cfg.NodeID {
-		return "", &foreignNodeError{nodeID: nodeID, thisNode: s.cfg.NodeID}
-	}
-	if !s.cfg.OwnedDataset(dataset) {
-		return "", errNotOurs
-	}
-	return dataset, nil
+	return err
 }
 
 func volumeNotFound(volumeID string, reason error) error {
 	return status.Errorf(codes.NotFound, "volume %q does not exist: %v", volumeID, reason)
-}
-
-// isVolume reports whether a row is a live volume this driver made.
-func (s *Server) isVolume(row zfs.Dataset) bool {
-	return row.Type != zfs.Snapshot && s.cfg.OwnedDataset(row.Name) &&
-		row.User[s.props.Managed] == "true" && row.User[s.props.Deleted] == ""
-}
-
-// volumeGuard is isVolume's rule as ZFS checks it in a guarded change: the
-// managed mark, and no deleted mark.
-func (s *Server) volumeGuard() zfs.Guard {
-	return zfs.Guard{Owned: s.props.Managed, Excluded: s.props.Deleted}
 }
 
 // getVolume reads a live volume and its own properties, or NOT_FOUND.
@@ -136,7 +114,7 @@ func (s *Server) getVolume(ctx context.Context, volumeID string) (zfs.Dataset, e
 		return zfs.Dataset{}, volumeNotFound(volumeID, err)
 	}
 	row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All())
-	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.isVolume(row)) {
+	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.owner.LiveVolume(row)) {
 		return zfs.Dataset{}, volumeNotFound(volumeID, zfs.ErrNotFound)
 	}
 	return row, err
@@ -152,14 +130,10 @@ func capacity(row zfs.Dataset) uint64 {
 
 // csiVolume renders a volume row for the CO.
 func (s *Server) csiVolume(row zfs.Dataset) *csi.Volume {
-	volumeContext := map[string]string{driver.ContextKind: driver.KindDataset, driver.ContextFSType: "zfs"}
-	if row.Type == zfs.Volume {
-		volumeContext = map[string]string{driver.ContextKind: driver.KindZvol, driver.ContextFSType: row.User[s.props.FSType]}
-	}
 	volume := &csi.Volume{
 		VolumeId:           driver.VolumeID(s.cfg.NodeID, row.Name),
 		CapacityBytes:      int64(capacity(row)),
-		VolumeContext:      volumeContext,
+		VolumeContext:      s.owner.VolumeContext(row),
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
 	}
 	if source := row.User[s.props.Source]; source != "" {

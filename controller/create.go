@@ -268,7 +268,7 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 	var snapshotRow, volumeRow *zfs.Dataset
 	for i, row := range rows {
 		switch {
-		case row.Name == snapshot && s.isSnapshot(row):
+		case row.Name == snapshot && s.owner.LiveSnapshot(row):
 			snapshotRow = &rows[i]
 		case row.Name == dataset:
 			volumeRow = &rows[i]
@@ -395,10 +395,10 @@ func (s *Server) findByName(ctx context.Context, plan volumePlan) (*zfs.Dataset,
 		row := rows[i]
 		taken[row.Name] = true
 		switch {
-		case row.User[s.props.Managed] != "true":
+		case !s.owner.Marked(row):
 			return nil, 0, status.Errorf(codes.AlreadyExists,
 				"dataset %s exists and is not managed by %s; it is left alone", row.Name, s.cfg.DriverName)
-		case row.User[s.props.Deleted] != "":
+		case s.owner.DeletedVolume(row):
 			continue
 		case row.User[s.props.CSIName] != plan.name:
 			return nil, 0, status.Errorf(codes.AlreadyExists, "dataset %s already holds volume %q",
@@ -433,7 +433,7 @@ func (s *Server) findInOtherParents(ctx context.Context, plan volumePlan) (*zfs.
 		return nil, err
 	}
 	for i := range rows {
-		if s.isVolume(rows[i]) && rows[i].User[s.props.CSIName] == plan.name {
+		if s.owner.LiveVolume(rows[i]) && rows[i].User[s.props.CSIName] == plan.name {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists under another parent dataset, as %s",
 				plan.name, rows[i].Name)
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		return nil, invalid("volume_id is required")
 	}
 	dataset, err := s.volumeDataset(req.GetVolumeId())
-	var foreign *foreignNodeError
+	var foreign *driver.ForeignNodeError
 	if errors.As(err, &foreign) {
 		// Answering OK would make the CO forget a volume that still exists
 		// on its node; the CO must ask that node.
@@ -83,7 +84,7 @@ const zvolBusyRetries = 5
 // live volume of the driver's (NotOwned): one guarded zfs command, retried
 // while a zvol is busy.
 func (s *Server) destroyVolume(ctx context.Context, dataset string) (zfs.DestroyResult, error) {
-	guard := s.volumeGuard()
+	guard := s.owner.VolumeGuard()
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		result, err := s.zfs.DestroyGuarded(ctx, zfs.DestroyRequest{Name: dataset, Guard: guard,
@@ -104,7 +105,7 @@ func (s *Server) destroyVolume(ctx context.Context, dataset string) (zfs.Destroy
 // snapshot the CO still knows, or any snapshot with clones.
 func (s *Server) held(snapshots []zfs.Dataset) bool {
 	for _, snapshot := range snapshots {
-		if snapshot.Type == zfs.Snapshot && (s.isSnapshot(snapshot) || len(snapshot.Clones) > 0) {
+		if snapshot.Type == zfs.Snapshot && (s.owner.LiveSnapshot(snapshot) || len(snapshot.Clones) > 0) {
 			return true
 		}
 	}
@@ -156,9 +157,9 @@ func (s *Server) Reap(ctx context.Context) error {
 		var victim string
 		var options zfs.DestroyOptions
 		switch {
-		case s.isDeleted(row) && !s.held(snapshotsOf[row.Name]):
+		case s.owner.DeletedVolume(row) && !s.held(snapshotsOf[row.Name]):
 			victim = row.Name
-		case row.Type == zfs.Snapshot && row.User[s.props.Internal] == "true" && len(row.Clones) == 0:
+		case s.owner.InternalSnapshot(row) && len(row.Clones) == 0:
 			victim, options = row.Name, zfs.DestroyOptions{Defer: true}
 		default:
 			continue
@@ -208,10 +209,4 @@ func (s *Server) reapOne(ctx context.Context, name string, snapshot bool, option
 	}
 	s.log.Info().Str("dataset", name).Msg("reaped")
 	return nil
-}
-
-// isDeleted reports whether a row is a volume of ours marked deleted.
-func (s *Server) isDeleted(row zfs.Dataset) bool {
-	return row.Type != zfs.Snapshot && s.cfg.OwnedDataset(row.Name) &&
-		row.User[s.props.Managed] == "true" && row.User[s.props.Deleted] == "true"
 }

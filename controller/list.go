@@ -36,7 +36,7 @@ func (s *Server) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (
 			return nil, err
 		}
 		for _, row := range rows {
-			if s.isVolume(row) {
+			if s.owner.LiveVolume(row) {
 				volumes = append(volumes, s.csiVolume(row))
 			}
 		}
@@ -132,7 +132,7 @@ func (s *Server) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsReques
 	}
 	var snapshots []*csi.Snapshot
 	for _, row := range rows {
-		if s.isSnapshot(row) {
+		if s.owner.LiveSnapshot(row) {
 			snapshots = append(snapshots, s.csiSnapshot(row))
 		}
 	}

@@ -172,12 +172,3 @@ func (s *Server) destroyQuietly(ctx context.Context, name string, options zfs.De
 		s.log.Warn().Err(err).Str("dataset", name).Msg("clean-up failed")
 	}
 }
-
-// isSnapshot reports whether a row is a live CSI snapshot this driver made.
-// The snapshot-name property is set on snapshots only, never on datasets, so
-// it cannot be inherited from the dataset.
-func (s *Server) isSnapshot(row zfs.Dataset) bool {
-	dataset, _, _ := strings.Cut(row.Name, "@")
-	return row.Type == zfs.Snapshot && !row.DeferDestroy && s.cfg.OwnedDataset(dataset) &&
-		row.User[s.props.SnapshotName] != "" && row.User[s.props.Internal] == ""
-}

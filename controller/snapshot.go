@@ -16,17 +16,12 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// snapshotName resolves a snapshot ID to the ZFS snapshot and its dataset.
+// snapshotName resolves a snapshot ID to the ZFS snapshot and its dataset,
+// or NOT_FOUND.
 func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err error) {
-	nodeID, dataset, snapshot, err := driver.ParseSnapshotID(snapshotID)
-	switch {
-	case err != nil:
-		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist: %v", snapshotID, err)
-	case nodeID != s.cfg.NodeID:
-		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", snapshotID,
-			&foreignNodeError{nodeID: nodeID, thisNode: s.cfg.NodeID})
-	case !s.cfg.OwnedDataset(dataset):
-		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist: %v", snapshotID, errNotOurs)
+	snapshot, dataset, err = s.cfg.SnapshotName(snapshotID)
+	if err != nil {
+		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", snapshotID, markOtherNode(err))
 	}
 	return snapshot, dataset, nil
 }
@@ -86,7 +81,7 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	epoch := s.sources.begin()
 	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
 		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
-		Guard:      s.volumeGuard(),
+		Guard:      s.owner.VolumeGuard(),
 		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType,
 		SizeProperty: s.props.Size, Internal: s.props.Internal})
 	switch {
@@ -136,13 +131,13 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	}
 	var source, leftover *zfs.Dataset
 	for i, row := range rows {
-		if row.Name == dataset && s.isVolume(row) {
+		if row.Name == dataset && s.owner.LiveVolume(row) {
 			source = &rows[i]
 		}
 		if row.Name == snapshot && row.User[s.props.SnapshotName] == "" && row.User[s.props.Internal] == "" && !row.DeferDestroy {
 			leftover = &rows[i] // what an interrupted snapshot program left (zfs.SnapshotRequest.Internal)
 		}
-		if s.isSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
+		if s.owner.LiveSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
 			if !strings.HasPrefix(row.Name, dataset+"@") {
 				return nil, takenElsewhere(req.GetName(), row.Name)
 			}
@@ -226,7 +221,7 @@ func (s *Server) snapshotCandidates(ctx context.Context, dataset, name string) (
 		return nil, err
 	}
 	if taken != "" && !slices.ContainsFunc(rows, func(row zfs.Dataset) bool {
-		return row.Name == taken && s.isSnapshot(row) && row.User[s.props.SnapshotName] == name
+		return row.Name == taken && s.owner.LiveSnapshot(row) && row.User[s.props.SnapshotName] == name
 	}) {
 		s.snapshots.forget(name, taken)
 	}
@@ -237,7 +232,7 @@ func (s *Server) snapshotCandidates(ctx context.Context, dataset, name string) (
 func (s *Server) snapshotNames(rows []zfs.Dataset) map[string]string {
 	names := map[string]string{}
 	for _, row := range rows {
-		if s.isSnapshot(row) {
+		if s.owner.LiveSnapshot(row) {
 			names[row.User[s.props.SnapshotName]] = row.Name
 		}
 	}
@@ -252,9 +247,9 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequ
 	if req.GetSnapshotId() == "" {
 		return nil, invalid("snapshot_id is required")
 	}
-	if nodeID, _, _, err := driver.ParseSnapshotID(req.GetSnapshotId()); err == nil && nodeID != s.cfg.NodeID {
-		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", req.GetSnapshotId(),
-			&foreignNodeError{nodeID: nodeID, thisNode: s.cfg.NodeID})
+	var foreign *driver.ForeignNodeError
+	if _, _, err := s.cfg.SnapshotName(req.GetSnapshotId()); errors.As(err, &foreign) {
+		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", req.GetSnapshotId(), markOtherNode(err))
 	}
 	snapshot, dataset, err := s.snapshotName(req.GetSnapshotId())
 	if err != nil {
@@ -291,7 +286,7 @@ func (s *Server) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (
 		return nil, err
 	}
 	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
-	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.isSnapshot(row)) {
+	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.owner.LiveSnapshot(row)) {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", req.GetSnapshotId())
 	}
 	if err != nil {

@@ -143,6 +143,7 @@ func Read(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, e
 // classify sorts the rows of one listing into parents, volumes and snapshots.
 func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset) Inventory {
 	var inv Inventory
+	owner := driver.NewOwner(cfg)
 	byName := map[string]zfs.Dataset{}
 	snapshotsOf := map[string][]zfs.Dataset{}
 	for _, row := range rows {
@@ -159,21 +160,21 @@ func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset) Inv
 		if row.Type == zfs.Snapshot || !cfg.OwnedDataset(row.Name) {
 			continue
 		}
-		volume := newVolume(cfg, props, row)
+		volume := newVolume(cfg, props, owner, row)
 		for _, snapshot := range snapshotsOf[row.Name] {
-			state := snapshotState(cfg, props, snapshot)
+			state := snapshotState(props, owner, snapshot)
 			if state == SnapshotOK {
 				volume.Snapshots++
 			}
 			volume.Dependents = append(volume.Dependents, snapshot.Clones...)
-			if state != "" && row.User[props.Managed] == "true" {
+			if state != "" && owner.Marked(row) {
 				inv.Snapshots = append(inv.Snapshots, newSnapshot(cfg, props, snapshot, state))
 			}
 		}
 		switch {
-		case row.User[props.Managed] == "true":
+		case owner.Marked(row):
 			volume.State = StateOK
-			if row.User[props.Deleted] == "true" {
+			if owner.DeletedVolume(row) {
 				volume.State = StateDeletedStuck
 				if volume.Snapshots > 0 || len(volume.Dependents) > 0 {
 					volume.State = StateDeletedHeld
@@ -201,33 +202,34 @@ func parentIndex(cfg driver.Config, dataset string) int {
 	return 0
 }
 
-func newVolume(cfg driver.Config, props driver.UserProps, row zfs.Dataset) Volume {
+func newVolume(cfg driver.Config, props driver.UserProps, owner driver.Owner, row zfs.Dataset) Volume {
 	volume := Volume{
 		ID: driver.VolumeID(cfg.NodeID, row.Name), Dataset: row.Name, CSIName: row.User[props.CSIName],
-		Kind: driver.KindDataset, FSType: "zfs", Capacity: row.RefQuota, Thin: row.RefReservation == 0,
+		Capacity: row.RefQuota, Thin: row.RefReservation == 0,
 		Used: row.Used, Referenced: row.Referenced, LogicalUsed: row.LogicalUsed,
 		UsedBySnapshots: row.UsedBySnapshots, CompressRatio: row.CompressRatio, ReadOnly: row.ReadOnly,
 		Source: row.User[props.Source], PVCNamespace: row.User[props.PVCNamespace], PVCName: row.User[props.PVCName],
 		PVName: row.User[props.PVName], Created: row.Creation, Staged: []string{}, Published: []string{},
 	}
+	volume.Kind, volume.FSType = owner.Kind(row)
 	if row.Type == zfs.Volume {
-		volume.Kind, volume.FSType, volume.Capacity = driver.KindZvol, row.User[props.FSType], row.VolSize
+		volume.Capacity = row.VolSize
 	}
 	return volume
 }
 
 // snapshotState is the state of a snapshot the driver made, "" for one it
 // did not make (an operator's own snapshot of a volume).
-func snapshotState(cfg driver.Config, props driver.UserProps, row zfs.Dataset) string {
+func snapshotState(props driver.UserProps, owner driver.Owner, row zfs.Dataset) string {
 	switch {
-	case row.User[props.Internal] == "true":
+	case owner.InternalSnapshot(row):
 		return SnapshotInternal
-	case row.User[props.SnapshotName] == "":
-		return ""
-	case row.DeferDestroy:
+	case owner.LiveSnapshot(row):
+		return SnapshotOK
+	case row.User[props.SnapshotName] != "" && row.DeferDestroy:
 		return SnapshotDeletedHeld
 	}
-	return SnapshotOK
+	return ""
 }
 
 func newSnapshot(cfg driver.Config, props driver.UserProps, row zfs.Dataset, state string) Snapshot {

@@ -64,6 +64,7 @@ type Server struct {
 	mounter  Mounter
 	log      zerolog.Logger
 	props    driver.UserProps
+	owner    driver.Owner
 	inflight *driver.InFlight
 }
 
@@ -73,7 +74,7 @@ func New(cfg driver.Config, z zfs.Interface, mounter Mounter, log zerolog.Logger
 		opts.DeviceTimeout = DefaultDeviceTimeout
 	}
 	return &Server{cfg: cfg, opts: opts, zfs: z, mounter: mounter, log: log,
-		props: driver.NewUserProps(cfg.DriverName), inflight: driver.NewInFlight()}
+		props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), inflight: driver.NewInFlight()}
 }
 
 // NodeGetInfo implements csi.NodeServer: the node ID and the topology segment
@@ -147,14 +148,16 @@ const (
 
 // parseVolume checks a volume ID: anything this node cannot own is NOT_FOUND.
 func (s *Server) parseVolume(volumeID string, check idCheck) (volumeRef, error) {
-	nodeID, dataset, err := driver.ParseVolumeID(volumeID)
-	switch {
-	case err != nil:
+	resolve := s.cfg.VolumeDataset
+	if check == anyNode {
+		resolve = s.cfg.VolumeDatasetOnAnyNode
+	}
+	dataset, err := resolve(volumeID)
+	if errors.Is(err, driver.ErrMalformedID) {
 		return volumeRef{}, volumeNotFound(volumeID, "it is not a volume ID of this driver")
-	case check == ownNode && nodeID != s.cfg.NodeID:
-		return volumeRef{}, volumeNotFound(volumeID, fmt.Sprintf("it lives on node %q, this is node %q", nodeID, s.cfg.NodeID))
-	case !s.cfg.OwnedDataset(dataset):
-		return volumeRef{}, volumeNotFound(volumeID, "its dataset is not under a parent dataset of this driver")
+	}
+	if err != nil {
+		return volumeRef{}, volumeNotFound(volumeID, err.Error())
 	}
 	return volumeRef{id: volumeID, dataset: dataset}, nil
 }
@@ -198,10 +201,10 @@ func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeConte
 	if err != nil {
 		return zfs.Dataset{}, err
 	}
-	if row.Type == zfs.Snapshot || row.User[s.props.Managed] != "true" || row.User[s.props.Deleted] != "" {
+	if !s.owner.LiveVolume(row) {
 		return zfs.Dataset{}, volumeNotFound(volume.id, fmt.Sprintf("%s is not a live volume of %s", row.Name, s.cfg.DriverName))
 	}
-	kind, fsType := s.kindOf(row)
+	kind, fsType := s.owner.Kind(row)
 	if given, ok := volumeContext[driver.ContextKind]; ok && given != kind {
 		return zfs.Dataset{}, invalid("volume_context says %s=%s, but the volume is a %s", driver.ContextKind, given, kind)
 	}
@@ -209,14 +212,6 @@ func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeConte
 		return zfs.Dataset{}, invalid("volume_context says %s=%q, but the volume has %q", driver.ContextFSType, given, fsType)
 	}
 	return row, nil
-}
-
-// kindOf says what a volume is, in the terms of its volume_context.
-func (s *Server) kindOf(row zfs.Dataset) (kind, fsType string) {
-	if row.Type == zfs.Volume {
-		return driver.KindZvol, row.User[s.props.FSType]
-	}
-	return driver.KindDataset, "zfs"
 }
 
 // serves explains why a volume of this kind cannot serve a capability, or

@@ -52,7 +52,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	kind, fsType := s.kindOf(row)
+	kind, fsType := s.owner.Kind(row)
 	if problem := serves(kind, fsType, capability); problem != "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
 	}

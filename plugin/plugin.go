@@ -12,6 +12,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -30,7 +31,7 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 	if err != nil {
 		return nil, err
 	}
-	ready := func(ctx context.Context) error { return driver.CheckParents(ctx, z, cfg) }
+	ready := func(ctx context.Context) error { return inventory.CheckParents(ctx, z, cfg) }
 	return &Plugin{Controller: controllerService, Services: driver.Services{
 		Identity:   driver.NewIdentity(cfg, log, ready, true),
 		Controller: controllerService,

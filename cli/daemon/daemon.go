@@ -16,6 +16,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/plugin"
@@ -90,7 +91,7 @@ func Run(version string, args []string, stderr io.Writer) error {
 	}
 	z = zfs.NewExec(zfs.ExecConfig{Logger: log, OnCommand: telemetry.onCommand()})
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = driver.CheckParents(startCtx, z, opts.Config)
+	err = inventory.CheckParents(startCtx, z, opts.Config)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("cannot start: %w", err)

@@ -1,10 +1,11 @@
-package driver
+package inventory
 
 import (
 	"context"
 	"fmt"
 	"slices"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -14,8 +15,8 @@ import (
 // longer tell its volumes from others), or its pool is not ONLINE or DEGRADED.
 // It costs one zfs list plus one zpool list per pool, run at once: the pools
 // follow from the parents' names, so nothing waits for the listing.
-func CheckParents(ctx context.Context, z zfs.Interface, cfg Config) error {
-	props := NewUserProps(cfg.DriverName)
+func CheckParents(ctx context.Context, z zfs.Interface, cfg driver.Config) error {
+	props := driver.NewUserProps(cfg.DriverName)
 	var pools []string
 	for _, parent := range cfg.ParentDatasets {
 		if pool := zfs.PoolOf(parent); !slices.Contains(pools, pool) {
