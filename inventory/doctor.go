@@ -27,8 +27,6 @@ type Finding struct {
 	Fix     string `json:"fix"`
 }
 
-// filesystemTypes are the filesystems the node service makes on zvols.
-var filesystemTypes = map[string]bool{"ext4": true, "xfs": true, "btrfs": true}
 
 // Diagnose looks for what the driver cannot repair by itself. inv must have
 // been Placed on the same mounts.
@@ -99,7 +97,7 @@ func (h Host) volumeFindings(props driver.UserProps, volume Volume, mounts []nod
 		return findings
 	}
 	for _, mount := range mounts {
-		if filesystemTypes[mount.FSType] && h.shows(volume, mount) && mount.FSType != volume.FSType {
+		if driver.FormattedFSTypes[mount.FSType] && h.shows(volume, mount) && mount.FSType != volume.FSType {
 			problem := fmt.Sprintf("it is mounted as %s at %s but its %s says %q", mount.FSType, mount.MountPoint, props.FSType, volume.FSType)
 			if volume.FSType == "" {
 				problem = fmt.Sprintf("it is mounted as %s at %s but has no %s, so it is listed and staged as a raw block volume",
@@ -141,15 +139,15 @@ func (h Host) staleMounts(cfg driver.Config, inv Inventory, mounts []node.MountI
 		// A bind whose node was made anew still shows the device of that
 		// name (node.VolumeMounts.IsDeviceBind); only one no live volume
 		// shows is gone.
-		name, deleted, device := node.BoundDevice(mount)
+		name, _, device := node.BoundDevice(mount)
 		switch {
 		case mount.FSType == "zfs" && cfg.OwnedDataset(mount.Source) && !live[mount.Source]:
 			problem = "it shows " + mount.Source + ", which is no live volume (deleted or destroyed)"
-		case device && strings.HasPrefix(name, "zd") && !liveDevices[name] && (deleted || !h.nodeExists(name)):
+		case device && !liveDevices[name] && (node.VanishedZvolDevice(mount) || strings.HasPrefix(name, "zd") && !h.nodeExists(name)):
 			problem = "it shows the device node " + name + ", which is gone: its zvol was destroyed"
 		case device && deletedDevices[name]:
 			problem = "it shows the device node " + name + " of a volume the CO deleted"
-		case filesystemTypes[mount.FSType] && deletedDevices[filepath.Base(mount.Source)]:
+		case driver.FormattedFSTypes[mount.FSType] && deletedDevices[filepath.Base(mount.Source)]:
 			problem = "it shows " + mount.Source + ", the device of a volume the CO deleted"
 		default:
 			continue

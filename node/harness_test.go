@@ -152,7 +152,7 @@ func (h *harness) mustStageAndPublish(v *testVolume) {
 }
 
 // mountAt is what the fake host has mounted at path, or nil.
-func (h *harness) MountAt(path string) *node.MountInfo {
+func (h *harness) mountAt(path string) *node.MountInfo {
 	return node.MountAt(h.host.MountTable(), path)
 }
 

@@ -174,6 +174,23 @@ func (v VolumeMounts) Shows(mount MountInfo) bool {
 	return v.IsDeviceBind(mount)
 }
 
+// Remains reports whether a mount at one of the volume's own paths (its
+// staging or target path, which the CO names for this volume) is what is
+// left of it: a mount that shows it, or, once its zvol has no device, a bind
+// of a zvol device node that is gone (its zvol destroyed). Unmounting that
+// loses nothing. Scans of the whole table use Shows: a vanished node names
+// no volume.
+func (v VolumeMounts) Remains(mount MountInfo) bool {
+	return v.Shows(mount) || v.Device == "" && VanishedZvolDevice(mount)
+}
+
+// VanishedZvolDevice reports whether a mount binds a zvol's device node
+// (zdN) that was unlinked since: its zvol destroyed.
+func VanishedZvolDevice(mount MountInfo) bool {
+	name, deleted, ok := BoundDevice(mount)
+	return ok && deleted && strings.HasPrefix(name, "zd")
+}
+
 // IsDeviceBind reports whether a mount is the zvol's device node itself,
 // bound from /dev. A bind whose node was unlinked since (the pool exported
 // and imported, udev making the node anew) still shows the volume when the

@@ -86,7 +86,7 @@ func TestASymlinkAtTheStagingOrTargetPathIsRefused(t *testing.T) {
 		}
 		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
 		wantCode(t, h.unpublish(v), codes.FailedPrecondition)
-		if h.MountAt(elsewhere) != nil || !exists(v.target) {
+		if h.mountAt(elsewhere) != nil || !exists(v.target) {
 			t.Errorf("mounts %v, link kept: %v", h.mountPoints(), exists(v.target))
 		}
 	})

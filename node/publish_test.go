@@ -28,9 +28,9 @@ func TestPublishBindsFromTheStagingPath(t *testing.T) {
 			if h.zfs.TotalCalls() != 0 {
 				t.Errorf("publish ran zfs commands %v", h.zfs.Calls())
 			}
-			staged, published := h.MountAt(v.staging), h.MountAt(v.target)
+			staged, published := h.mountAt(v.staging), h.mountAt(v.target)
 			if fsType == "block" {
-				staged = h.MountAt(filepath.Join(v.staging, node.BlockStagingFile))
+				staged = h.mountAt(filepath.Join(v.staging, node.BlockStagingFile))
 			}
 			if published == nil || published.Source != staged.Source || published.Root != staged.Root || published.ReadOnly() {
 				t.Fatalf("published %+v, want a read-write bind of %+v", published, staged)
@@ -62,7 +62,7 @@ func TestReadOnlyPublish(t *testing.T) {
 			if err := h.publish(v, test.readOnly); err != nil {
 				t.Fatal(err)
 			}
-			if mount := h.MountAt(v.target); mount == nil || !mount.ReadOnly() {
+			if mount := h.mountAt(v.target); mount == nil || !mount.ReadOnly() {
 				t.Errorf("published %+v, want read-only", mount)
 			}
 		})
@@ -94,7 +94,7 @@ func TestReadOnlyPublish(t *testing.T) {
 		second := *v
 		second.target = v.target + "-2"
 		wantCode(t, h.publish(&second, true), codes.FailedPrecondition)
-		if exists(second.target) && h.MountAt(second.target) != nil {
+		if exists(second.target) && h.mountAt(second.target) != nil {
 			t.Error("the refused publish left a mount")
 		}
 	})
@@ -191,7 +191,7 @@ func TestPublishAppliesPerMountFlags(t *testing.T) {
 	v := h.volume("vol", "zfs")
 	v.capability = mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, "noexec", "noatime")
 	h.mustStageAndPublish(v)
-	if mount := h.MountAt(v.target); !mount.HasOption("noexec") || !mount.HasOption("noatime") {
+	if mount := h.mountAt(v.target); !mount.HasOption("noexec") || !mount.HasOption("noatime") {
 		t.Errorf("published with %v, want noexec and noatime", mount.Options)
 	}
 }
@@ -205,10 +205,10 @@ func TestUnpublish(t *testing.T) {
 			if err := h.unpublish(v); err != nil {
 				t.Fatal(err)
 			}
-			if exists(v.target) || h.MountAt(v.target) != nil {
+			if exists(v.target) || h.mountAt(v.target) != nil {
 				t.Errorf("%s: target left behind (mounts %v)", fsType, h.mountPoints())
 			}
-			if h.MountAt(v.staging) == nil && h.MountAt(filepath.Join(v.staging, node.BlockStagingFile)) == nil {
+			if h.mountAt(v.staging) == nil && h.mountAt(filepath.Join(v.staging, node.BlockStagingFile)) == nil {
 				t.Errorf("%s: unpublish unstaged the volume", fsType)
 			}
 		}
@@ -243,7 +243,7 @@ func TestUnpublish(t *testing.T) {
 		h.mustStageAndPublish(other)
 		v.target = other.target
 		wantCode(t, h.unpublish(v), codes.FailedPrecondition)
-		if h.MountAt(other.target) == nil {
+		if h.mountAt(other.target) == nil {
 			t.Error("the other volume was unmounted")
 		}
 	})
@@ -258,7 +258,7 @@ func TestAccessIsRestoredAfterAReboot(t *testing.T) {
 	h.host.Reboot()
 	for _, v := range volumes {
 		h.mustStageAndPublish(v)
-		if h.MountAt(v.target) == nil {
+		if h.mountAt(v.target) == nil {
 			t.Errorf("%s is not published after the reboot", v.dataset)
 		}
 	}

@@ -178,7 +178,7 @@ func (s *Server) unmountAll(recognise VolumeMounts, path string) (*MountInfo, er
 		if mount == nil {
 			return removed, nil
 		}
-		if !recognise.Shows(*mount) {
+		if !recognise.Remains(*mount) {
 			return removed, status.Errorf(codes.FailedPrecondition,
 				"%s holds a mount of something else (%s from %s, root %s); it is left alone", path, mount.FSType, mount.Source, mount.Root)
 		}

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -39,7 +40,7 @@ func TestStageMountsEachKindOfVolumeWithOneZFSCommand(t *testing.T) {
 			if calls := h.zfs.Calls(); calls["List"] != 1 || h.zfs.TotalCalls() != 1 {
 				t.Errorf("stage ran zfs commands %v, want one list", calls)
 			}
-			mount := h.MountAt(filepath.Join(v.staging, test.mountPoint))
+			mount := h.mountAt(filepath.Join(v.staging, test.mountPoint))
 			if mount == nil {
 				t.Fatalf("nothing mounted at the staging path; mounts: %v", h.mountPoints())
 			}
@@ -112,7 +113,7 @@ func TestStageFormatsOnlyBlankZvols(t *testing.T) {
 			if got, _, formats := h.host.Filesystem(h.device(clone)); got != fsType || formats != 0 {
 				t.Errorf("the clone holds %s formatted %d times, want its origin's %s and no format", got, formats, fsType)
 			}
-			if mount := h.MountAt(clone.staging); mount == nil || mount.FSType != fsType {
+			if mount := h.mountAt(clone.staging); mount == nil || mount.FSType != fsType {
 				t.Errorf("the clone is staged as %+v", mount)
 			}
 		})
@@ -304,7 +305,7 @@ func TestStageAppliesMountFlags(t *testing.T) {
 	if err := h.stage(v); err != nil {
 		t.Fatal(err)
 	}
-	mount := h.MountAt(v.staging)
+	mount := h.mountAt(v.staging)
 	if !mount.HasOption("noatime") || !mount.HasOption("nosuid") || !slices.Contains(mount.SuperOptions, "discard") {
 		t.Errorf("staged with options %v and %v, want noatime, nosuid and discard", mount.Options, mount.SuperOptions)
 	}
@@ -317,7 +318,7 @@ func TestFilesystemMountsAreAlwaysNosuidNodev(t *testing.T) {
 			v := h.volume("vol", fsType)
 			h.mustStageAndPublish(v)
 			for _, path := range []string{v.staging, v.target} {
-				if mount := h.MountAt(path); !mount.HasOption("nosuid") || !mount.HasOption("nodev") {
+				if mount := h.mountAt(path); !mount.HasOption("nosuid") || !mount.HasOption("nodev") {
 					t.Errorf("%s is mounted %v", path, mount.Options)
 				}
 			}
@@ -372,7 +373,7 @@ func TestUnstage(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantCode(t, h.unstage(v), codes.FailedPrecondition)
-		if h.MountAt(v.staging) == nil {
+		if h.mountAt(v.staging) == nil {
 			t.Error("the other volume was unmounted")
 		}
 	})
@@ -440,7 +441,7 @@ func TestStageAfterAnInterruptedFormat(t *testing.T) {
 			if got, _, formats := h.host.Filesystem(h.device(v)); got != fsType || formats != 2 {
 				t.Errorf("the zvol holds %q after %d formats, want %s after 2", got, formats, fsType)
 			}
-			if mount := h.MountAt(v.staging); mount == nil || mount.FSType != fsType {
+			if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
 				t.Errorf("staged %+v", mount)
 			}
 		})
@@ -486,5 +487,46 @@ func TestTeardownAfterTheNodeIDChanged(t *testing.T) {
 		v.id = driver.VolumeID("node-0", "tank/vol")
 		wantCode(t, h.unpublish(v), codes.NotFound)
 		wantCode(t, h.unstage(v), codes.NotFound)
+	})
+}
+
+// The kernel keeps a bind of a device node mounted after its zvol is
+// destroyed and shows its root as "/zdN//deleted"; the operator reports
+// (inventory's stale mounts) call such a mount the volume's remains, and so
+// must teardown, or the CO retries forever.
+func TestTeardownOfABlockVolumeWhoseZvolWasDestroyedBehindTheDriver(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "block")
+	other := h.volume("other", "block")
+	h.mustStageAndPublish(v)
+	h.mustStageAndPublish(other)
+	if err := h.zfs.Destroy(t.Context(), v.dataset, zfs.DestroyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.host.RemoveDevice(h.device(v))
+	if err := h.unpublish(v); err != nil {
+		t.Fatalf("unpublish: %v", err)
+	}
+	if err := h.unstage(v); err != nil {
+		t.Fatalf("unstage: %v", err)
+	}
+	if got := h.mountPoints(); len(got) != 2 || h.mountAt(other.target) == nil {
+		t.Errorf("mounts left: %v; want only the other volume's two", got)
+	}
+	t.Run("a live volume's teardown still refuses a vanished device that is not its own", func(t *testing.T) {
+		foreign := filepath.Join(h.dir, "foreign")
+		if err := os.WriteFile(foreign, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		third := h.volume("third", "block")
+		h.mustStageAndPublish(third)
+		if err := h.host.Bind(h.device(third), foreign); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.zfs.Destroy(t.Context(), third.dataset, zfs.DestroyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.host.RemoveDevice(h.device(third))
+		wantCode(t, h.unpublish(&testVolume{id: other.id, dataset: other.dataset, target: foreign}), codes.FailedPrecondition)
 	})
 }

@@ -77,6 +77,29 @@ func (f *FakeMounter) addDevice(link string, size uint64) *fakeDevice {
 	return device
 }
 
+// RemoveDevice makes a device and its link vanish, as udev does when a zvol
+// is destroyed: binds of its node stay mounted, and the kernel shows their
+// root as "/zdN//deleted".
+func (f *FakeMounter) RemoveDevice(link string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if devNode, ok := f.links[link]; ok {
+		f.removeDevice(link, devNode)
+	}
+}
+
+// removeDevice drops a device and marks the binds of its node deleted.
+// Callers hold mu.
+func (f *FakeMounter) removeDevice(link, devNode string) {
+	delete(f.links, link)
+	delete(f.devices, devNode)
+	for i := range f.mounts {
+		if f.mounts[i].FSType == "devtmpfs" && f.mounts[i].Root == "/"+filepath.Base(devNode) {
+			f.mounts[i].Root += "//deleted"
+		}
+	}
+}
+
 // SetDeviceSize changes a device's size, as a zvol's volsize does.
 func (f *FakeMounter) SetDeviceSize(link string, size uint64) {
 	f.mu.Lock()
@@ -130,6 +153,9 @@ func (f *FakeMounter) Filesystem(link string) (fsType string, size uint64, forma
 func (f *FakeMounter) MountTable() []node.MountInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for link := range f.links {
+		f.device(link) // a zvol gone since (Zvols) takes its device with it
+	}
 	return append([]node.MountInfo(nil), f.mounts...)
 }
 
@@ -172,8 +198,7 @@ func (f *FakeMounter) device(path string) *fakeDevice {
 	size, exists := f.Zvols(link)
 	switch {
 	case !exists && device != nil:
-		delete(f.links, link)
-		delete(f.devices, devNode)
+		f.removeDevice(link, devNode)
 		return nil
 	case !exists:
 		return nil
