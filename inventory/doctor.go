@@ -27,7 +27,6 @@ type Finding struct {
 	Fix     string `json:"fix"`
 }
 
-
 // Diagnose looks for what the driver cannot repair by itself. inv must have
 // been Placed on the same mounts.
 func (h Host) Diagnose(cfg driver.Config, inv Inventory, mounts []node.MountInfo) []Finding {
