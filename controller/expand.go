@@ -20,16 +20,11 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	case req.GetCapacityRange() == nil:
 		return nil, invalid("capacity_range is required")
 	}
-	release, err := s.lockVolume(req.GetVolumeId())
+	row, release, err := s.openVolume(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	defer s.forgetSources(req.GetVolumeId())
-	row, err := s.getVolume(ctx, req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
 	current := capacity(row)
 	granularity := uint64(1)
 	if row.Type == zfs.Volume {
@@ -74,16 +69,11 @@ func (s *Server) ControllerModifyVolume(ctx context.Context, req *csi.Controller
 	if req.GetVolumeId() == "" {
 		return nil, invalid("volume_id is required")
 	}
-	release, err := s.lockVolume(req.GetVolumeId())
+	row, release, err := s.openVolume(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	defer s.forgetSources(req.GetVolumeId())
-	row, err := s.getVolume(ctx, req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
 	properties, err := parseMutable(s.props, req.GetMutableParameters(), row.Type == zfs.Volume)
 	if err != nil {
 		return nil, err
@@ -94,20 +84,26 @@ func (s *Server) ControllerModifyVolume(ctx context.Context, req *csi.Controller
 	return &csi.ControllerModifyVolumeResponse{}, nil
 }
 
-// lockVolume takes the in-flight key of a volume ID's dataset; IDs that name
-// no dataset of ours lock nothing (the lookup that follows reports them).
-func (s *Server) lockVolume(volumeID string) (func(), error) {
+// openVolume is how the calls that change a live volume begin: take the
+// in-flight key of its dataset and read it (NOT_FOUND unless it is a live
+// volume of ours). release frees the key and drops what sourceIndex
+// remembers of the volume's snapshots, which the change may have touched.
+func (s *Server) openVolume(ctx context.Context, volumeID string) (row zfs.Dataset, release func(), err error) {
 	dataset, err := s.volumeDataset(volumeID)
 	if err != nil {
-		return func() {}, nil
+		return zfs.Dataset{}, nil, volumeNotFound(volumeID, err)
 	}
-	return s.inflight.Acquire(datasetLock(dataset))
-}
-
-// forgetSources drops what sourceIndex remembers of a volume's snapshots,
-// after a change to the volume.
-func (s *Server) forgetSources(volumeID string) {
-	if dataset, err := s.volumeDataset(volumeID); err == nil {
+	unlock, err := s.inflight.Acquire(datasetLock(dataset))
+	if err != nil {
+		return zfs.Dataset{}, nil, err
+	}
+	release = func() {
 		s.sources.forgetVolume(dataset)
+		unlock()
 	}
+	if row, err = s.getVolume(ctx, volumeID); err != nil {
+		release()
+		return zfs.Dataset{}, nil, err
+	}
+	return row, release, nil
 }
