@@ -125,161 +125,174 @@ func TestVolumesFromContentSources(t *testing.T) {
 	})
 }
 
-func TestDeleteVolume(t *testing.T) {
-	t.Run("a volume nothing depends on is destroyed in one command", func(t *testing.T) {
-		h := newHarness(t)
-		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		h.fake.ResetCalls()
-		h.deleteVolume(volume.GetVolumeId())
-		if h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
-			t.Error("still exists")
+// A volume nothing depends on is destroyed in one command.
+func TestDeleteVolumeWithoutDependentsIsOneCommand(t *testing.T) {
+	h := newHarness(t)
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	h.fake.ResetCalls()
+	h.deleteVolume(volume.GetVolumeId())
+	if h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+		t.Error("still exists")
+	}
+	if calls := h.fake.TotalCalls(); calls != 1 {
+		t.Errorf("ran %d commands, want 1: %v", calls, h.fake.Calls())
+	}
+	h.deleteVolume(volume.GetVolumeId()) // again: still OK
+}
+
+// Only a clone whose going can free something wakes the reaper, which lists every volume.
+func TestDeleteVolumeWakesTheReaperOnlyForAClonesGoingThatFreesSomething(t *testing.T) {
+	h := newHarness(t)
+	before := h.fake.Names()
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	snapshot := h.snapshot("s", volume.GetVolumeId())
+	woke := func() bool {
+		t.Helper()
+		select {
+		case <-h.server.reap:
+			return true
+		default:
+			return false
 		}
-		if calls := h.fake.TotalCalls(); calls != 1 {
-			t.Errorf("ran %d commands, want 1: %v", calls, h.fake.Calls())
+	}
+	plain := h.create(createRequest("plain", 1<<30, mountCapability("")))
+	h.deleteVolume(plain.GetVolumeId())
+	if woke() {
+		t.Error("deleting a volume that is no clone woke the reaper")
+	}
+	clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+	h.deleteVolume(clone.GetVolumeId())
+	if woke() {
+		t.Error("deleting the clone of a CSI snapshot of a live volume woke the reaper: nothing is due")
+	}
+	copied := h.create(fromVolume(createRequest("copy", 1<<30, mountCapability("")), volume.GetVolumeId()))
+	h.deleteVolume(copied.GetVolumeId())
+	if !woke() {
+		t.Error("deleting a clone of a volume did not wake the reaper for its internal snapshot")
+	}
+	clone = h.create(fromSnapshot(createRequest("clone-2", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+	h.deleteVolume(volume.GetVolumeId()) // marked deleted: its snapshot and the clone hold it
+	h.deleteSnapshot(snapshot.GetSnapshotId())
+	woke()
+	h.deleteVolume(clone.GetVolumeId())
+	if !woke() {
+		t.Error("deleting the last clone of a volume marked deleted did not wake the reaper")
+	}
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if names := h.fake.Names(); !slices.Equal(names, before) {
+		t.Errorf("after the pass the reaper was woken for: %v, want what was there before %v", names, before)
+	}
+}
+
+// IDs that are malformed or point at datasets the driver does not own are OK and touch nothing.
+func TestDeleteVolumeOfMalformedOrForeignDatasetIDsIsOKAndTouchesNothing(t *testing.T) {
+	h := newHarness(t)
+	before := h.fake.Names()
+	for _, id := range []string{"garbage", testNode + ":tank/csi/keep", testNode + ":tank/other", testNode + ":tank",
+		testNode + ":tank/csi", testNode + ":tank/csi/keep/../x", testNode + ":tank/csi/keep@s"} {
+		h.deleteVolume(id)
+	}
+	if after := h.fake.Names(); !slices.Equal(before, after) {
+		t.Errorf("datasets changed from %v to %v", before, after)
+	}
+}
+
+// A volume of another node is refused, not forgotten.
+func TestDeleteVolumeOfAnotherNodeIsRefused(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "node-b:tank/csi/v"})
+	if code(err) != codes.FailedPrecondition {
+		t.Fatalf("got %v, want FailedPrecondition", err)
+	}
+}
+
+// A volume with a CSI snapshot is hidden and kept until the snapshot goes.
+func TestDeleteVolumeWithACSISnapshotHidesItUntilTheSnapshotGoes(t *testing.T) {
+	h := newHarness(t)
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	snapshot := h.snapshot("s", volume.GetVolumeId())
+	h.deleteVolume(volume.GetVolumeId())
+	dataset := datasetOf(t, volume.GetVolumeId())
+	if row := h.dataset(dataset); row.User[h.props.Deleted] != "true" || !row.ReadOnly {
+		t.Fatalf("not marked deleted and read-only: %+v", row)
+	}
+	if ids := h.listVolumeIDs(); len(ids) != 0 {
+		t.Errorf("deleted volume still listed: %v", ids)
+	}
+	if ids := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(ids) != 1 {
+		t.Errorf("its snapshot should stay listed: %v", ids)
+	}
+	h.deleteSnapshot(snapshot.GetSnapshotId())
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.fake.Exists(dataset) {
+		t.Error("reaper left the volume behind")
+	}
+}
+
+// A volume whose snapshot has a clone waits for the clone, and its name can be reused meanwhile.
+func TestDeleteVolumeWhoseSnapshotHasACloneWaitsForTheClone(t *testing.T) {
+	h := newHarness(t)
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	snapshot := h.snapshot("s", volume.GetVolumeId())
+	clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
+	h.deleteSnapshot(snapshot.GetSnapshotId())
+	h.deleteVolume(volume.GetVolumeId())
+	again := h.create(createRequest("v", 1<<30, mountCapability("")))
+	if again.GetVolumeId() == volume.GetVolumeId() {
+		t.Fatalf("re-created volume reuses the held dataset %s", again.GetVolumeId())
+	}
+	if ids := h.listVolumeIDs(); !slices.Equal(ids, []string{clone.GetVolumeId(), again.GetVolumeId()}) {
+		t.Errorf("listed %v", ids)
+	}
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+		t.Fatal("reaped while a clone still depends on it")
+	}
+	h.deleteVolume(clone.GetVolumeId())
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range h.fake.Names() {
+		if strings.HasPrefix(name, datasetOf(t, volume.GetVolumeId())+"@") || name == datasetOf(t, volume.GetVolumeId()) {
+			t.Errorf("orphan left: %s", name)
 		}
-		h.deleteVolume(volume.GetVolumeId()) // again: still OK
-	})
-	t.Run("only a clone whose going can free something wakes the reaper, which lists every volume", func(t *testing.T) {
-		h := newHarness(t)
-		before := h.fake.Names()
-		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		snapshot := h.snapshot("s", volume.GetVolumeId())
-		woke := func() bool {
-			t.Helper()
-			select {
-			case <-h.server.reap:
-				return true
-			default:
-				return false
-			}
-		}
-		plain := h.create(createRequest("plain", 1<<30, mountCapability("")))
-		h.deleteVolume(plain.GetVolumeId())
-		if woke() {
-			t.Error("deleting a volume that is no clone woke the reaper")
-		}
-		clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
-		h.deleteVolume(clone.GetVolumeId())
-		if woke() {
-			t.Error("deleting the clone of a CSI snapshot of a live volume woke the reaper: nothing is due")
-		}
-		copied := h.create(fromVolume(createRequest("copy", 1<<30, mountCapability("")), volume.GetVolumeId()))
-		h.deleteVolume(copied.GetVolumeId())
-		if !woke() {
-			t.Error("deleting a clone of a volume did not wake the reaper for its internal snapshot")
-		}
-		clone = h.create(fromSnapshot(createRequest("clone-2", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
-		h.deleteVolume(volume.GetVolumeId()) // marked deleted: its snapshot and the clone hold it
-		h.deleteSnapshot(snapshot.GetSnapshotId())
-		woke()
-		h.deleteVolume(clone.GetVolumeId())
-		if !woke() {
-			t.Error("deleting the last clone of a volume marked deleted did not wake the reaper")
-		}
-		if err := h.server.Reap(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if names := h.fake.Names(); !slices.Equal(names, before) {
-			t.Errorf("after the pass the reaper was woken for: %v, want what was there before %v", names, before)
-		}
-	})
-	t.Run("IDs that are malformed or point at datasets the driver does not own are OK and touch nothing", func(t *testing.T) {
-		h := newHarness(t)
-		before := h.fake.Names()
-		for _, id := range []string{"garbage", testNode + ":tank/csi/keep", testNode + ":tank/other", testNode + ":tank",
-			testNode + ":tank/csi", testNode + ":tank/csi/keep/../x", testNode + ":tank/csi/keep@s"} {
-			h.deleteVolume(id)
-		}
-		if after := h.fake.Names(); !slices.Equal(before, after) {
-			t.Errorf("datasets changed from %v to %v", before, after)
-		}
-	})
-	t.Run("a volume of another node is refused, not forgotten", func(t *testing.T) {
-		h := newHarness(t)
-		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "node-b:tank/csi/v"})
-		if code(err) != codes.FailedPrecondition {
-			t.Fatalf("got %v, want FailedPrecondition", err)
-		}
-	})
-	t.Run("a volume with a CSI snapshot is hidden and kept until the snapshot goes", func(t *testing.T) {
-		h := newHarness(t)
-		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		snapshot := h.snapshot("s", volume.GetVolumeId())
-		h.deleteVolume(volume.GetVolumeId())
-		dataset := datasetOf(t, volume.GetVolumeId())
-		if row := h.dataset(dataset); row.User[h.props.Deleted] != "true" || !row.ReadOnly {
-			t.Fatalf("not marked deleted and read-only: %+v", row)
-		}
-		if ids := h.listVolumeIDs(); len(ids) != 0 {
-			t.Errorf("deleted volume still listed: %v", ids)
-		}
-		if ids := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(ids) != 1 {
-			t.Errorf("its snapshot should stay listed: %v", ids)
-		}
-		h.deleteSnapshot(snapshot.GetSnapshotId())
-		if err := h.server.Reap(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if h.fake.Exists(dataset) {
-			t.Error("reaper left the volume behind")
-		}
-	})
-	t.Run("a volume whose snapshot has a clone waits for the clone, and its name can be reused meanwhile", func(t *testing.T) {
-		h := newHarness(t)
-		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		snapshot := h.snapshot("s", volume.GetVolumeId())
-		clone := h.create(fromSnapshot(createRequest("clone", 1<<30, mountCapability("")), snapshot.GetSnapshotId()))
-		h.deleteSnapshot(snapshot.GetSnapshotId())
-		h.deleteVolume(volume.GetVolumeId())
-		again := h.create(createRequest("v", 1<<30, mountCapability("")))
-		if again.GetVolumeId() == volume.GetVolumeId() {
-			t.Fatalf("re-created volume reuses the held dataset %s", again.GetVolumeId())
-		}
-		if ids := h.listVolumeIDs(); !slices.Equal(ids, []string{clone.GetVolumeId(), again.GetVolumeId()}) {
-			t.Errorf("listed %v", ids)
-		}
-		if err := h.server.Reap(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
-			t.Fatal("reaped while a clone still depends on it")
-		}
-		h.deleteVolume(clone.GetVolumeId())
-		if err := h.server.Reap(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range h.fake.Names() {
-			if strings.HasPrefix(name, datasetOf(t, volume.GetVolumeId())+"@") || name == datasetOf(t, volume.GetVolumeId()) {
-				t.Errorf("orphan left: %s", name)
-			}
-		}
-		if !h.fake.Exists(datasetOf(t, again.GetVolumeId())) {
-			t.Error("the new volume of the same name went too")
-		}
-	})
-	t.Run("a mounted volume is refused with FAILED_PRECONDITION and kept", func(t *testing.T) {
-		h := newHarness(t)
-		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		h.fake.SetBusy(datasetOf(t, volume.GetVolumeId()), true)
-		_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
-		if code(err) != codes.FailedPrecondition || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
-			t.Fatalf("got %v", err)
-		}
-	})
-	t.Run("the reaper removes an internal snapshot whose clone never came", func(t *testing.T) {
-		h := newHarness(t)
-		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-		leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "x"
-		if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.server.Reap(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if h.fake.Exists(leftover) || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
-			t.Error("reaper kept the leftover or took the volume")
-		}
-	})
+	}
+	if !h.fake.Exists(datasetOf(t, again.GetVolumeId())) {
+		t.Error("the new volume of the same name went too")
+	}
+}
+
+// A mounted volume is refused with FAILED_PRECONDITION and kept.
+func TestDeleteVolumeOfAMountedVolumeIsRefused(t *testing.T) {
+	h := newHarness(t)
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	h.fake.SetBusy(datasetOf(t, volume.GetVolumeId()), true)
+	_, err := h.server.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
+	if code(err) != codes.FailedPrecondition || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The reaper removes an internal snapshot whose clone never came.
+func TestReaperRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
+	h := newHarness(t)
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "x"
+	if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.fake.Exists(leftover) || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
+		t.Error("reaper kept the leftover or took the volume")
+	}
 }
 
 func (h *harness) listSnapshotIDs(req *csi.ListSnapshotsRequest) []string {
