@@ -140,7 +140,8 @@ func (s *Server) RunReaper(ctx context.Context, interval time.Duration) {
 }
 
 // Reap makes one pass: one zfs list of everything under the parents, then one
-// destroy per volume or snapshot that is due. It reports how many it destroyed.
+// destroy per volume or snapshot that is due. A failed destroy does not stop
+// the pass; it returns the last error, and what failed waits for the next.
 func (s *Server) Reap(ctx context.Context) error {
 	rows, err := s.listParents(ctx)
 	if err != nil {
