@@ -1,6 +1,6 @@
 // Package controller implements the CSI Controller service on ZFS: volumes
 // (datasets and zvols), snapshots, clones, capacity, expansion and property
-// changes. ZFS is its only state (DESIGN decision 1): every answer is read
+// changes. ZFS is its only state (ARCHITECTURE.md decision 1): every answer is read
 // from `zfs list`, and what the driver made carries user properties naming it.
 package controller
 

@@ -194,7 +194,7 @@ func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	return plan, nil
 }
 
-// volumeKind decides dataset or zvol from the capabilities (DESIGN decision 4):
+// volumeKind decides dataset or zvol from the capabilities (ARCHITECTURE.md decision 4):
 // block access or a mount with ext4/xfs/btrfs makes a zvol, a mount with
 // fsType "" or "zfs" a dataset. Capabilities that disagree are refused.
 func volumeKind(capabilities []*csi.VolumeCapability) (zvol bool, fsType string, err error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// DeleteVolume implements csi.ControllerServer (DESIGN decision 7). A volume
+// DeleteVolume implements csi.ControllerServer (ARCHITECTURE.md decision 7). A volume
 // nothing depends on is destroyed with its leftover snapshots. A volume with
 // CSI snapshots, or with snapshots that have clones, is marked deleted and
 // read-only instead: hidden from listings, destroyed by the reaper once its

@@ -7,7 +7,7 @@ import (
 )
 
 // FormattedFSTypes are the filesystems a zvol can be formatted with for mount
-// access; mount access with fsType "" or "zfs" means a ZFS dataset (DESIGN
+// access; mount access with fsType "" or "zfs" means a ZFS dataset (ARCHITECTURE.md
 // decision 4).
 var FormattedFSTypes = map[string]bool{"ext4": true, "xfs": true, "btrfs": true}
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// IDs are "host:path", like scp (DESIGN decision 3): a volume ID is
+// IDs are "host:path", like scp (ARCHITECTURE.md decision 3): a volume ID is
 // "<node-id>:<dataset>", a snapshot ID "<node-id>:<dataset>@<snapshot>". The
 // node part lets any instance tell which host owns a volume.
 

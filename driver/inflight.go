@@ -9,7 +9,7 @@ import (
 
 // InFlight tracks the keys (volume names, dataset names, snapshot names) of
 // operations under way. A second concurrent operation on any of the same keys
-// is refused at once with ABORTED and the CO retries (DESIGN decision 9); no
+// is refused at once with ABORTED and the CO retries (ARCHITECTURE.md decision 9); no
 // caller ever waits on another.
 type InFlight struct {
 	mu   sync.Mutex

@@ -8,7 +8,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// The ownership guard (DESIGN decision 2) in one place: which IDs name
+// The ownership guard (ARCHITECTURE.md decision 2) in one place: which IDs name
 // something this node may touch, and which rows of a ZFS listing are live
 // volumes, deleted volumes or CSI snapshots of this driver. The controller,
 // the node service and the operator tools all ask here; none keeps a copy.
@@ -121,7 +121,7 @@ func (o Owner) snapshotOfOurs(row zfs.Dataset) bool {
 	return row.Type == zfs.Snapshot && o.cfg.OwnedDataset(dataset)
 }
 
-// Kind says what a volume is, in the terms of its volume_context (DESIGN
+// Kind says what a volume is, in the terms of its volume_context (ARCHITECTURE.md
 // decision 4): a dataset with filesystem "zfs", or a zvol with the
 // filesystem it is formatted with ("" for raw block).
 func (o Owner) Kind(row zfs.Dataset) (kind, fsType string) {

@@ -3,7 +3,7 @@ package driver
 import "strings"
 
 // UserProps names the ZFS user properties the driver keeps on what it makes
-// (DESIGN decision 1: ZFS is the only state). All share the prefix
+// (ARCHITECTURE.md decision 1: ZFS is the only state). All share the prefix
 // "<driver name>:", so `zfs get all` shows them together.
 type UserProps struct {
 	prefix string

@@ -12,7 +12,7 @@
 // read-only, plus the kernel's read-only flag on the device for raw block.
 // Paths are compared as the kernel shows them (hostPath).
 //
-// ZFS is the only state (DESIGN decision 1), and the mount table is the
+// ZFS is the only state (ARCHITECTURE.md decision 1), and the mount table is the
 // node's: every call reads /proc/self/mountinfo to learn what is staged or
 // published, so repeated calls are idempotent and calls after a reboot (no
 // mounts left) restore access. Staging is the one call that reads ZFS (one
@@ -110,7 +110,7 @@ func (s *Server) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRe
 
 // volumeRef is a volume ID that passed the ownership checks that need no
 // ZFS: it parses, names this node, and its dataset is a child of an allowed
-// parent (DESIGN decision 2).
+// parent (ARCHITECTURE.md decision 2).
 type volumeRef struct {
 	id      string
 	dataset string
@@ -215,8 +215,8 @@ func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeConte
 }
 
 // serves explains why a volume of this kind cannot serve a capability, or
-// is "". A volume is served only as the kind it was made (DESIGN decision
-// 4): a dataset is only mounted, a raw zvol only used as a block device, a
+// is "". A volume is served only as the kind it was made (ARCHITECTURE.md
+// decision 4): a dataset is only mounted, a raw zvol only used as a block device, a
 // formatted zvol only mounted with its own filesystem type. Raw access to a
 // formatted zvol would let a job read and write under a filesystem another
 // workload mounts (or hand the kernel a crafted one at its next mount), and
