@@ -165,4 +165,11 @@ type Guarded interface {
 	// (NotOwned otherwise: nothing changed). ErrNotFound when it does not
 	// exist.
 	DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRequest) (SnapshotDestroyResult, error)
+	// SnapshotGroup snapshots every dataset of req in one transaction group
+	// when all pass the guard and the group's name is free (group.go).
+	// ErrNotFound when a dataset does not exist, ErrExists when a snapshot
+	// of that name exists that is no member of this group, ErrCrossPool for
+	// datasets of several pools, ErrUnsupported (nothing changed) on ZFS
+	// before 2.2.
+	SnapshotGroup(ctx context.Context, req GroupSnapshotRequest) (GroupSnapshotResult, error)
 }

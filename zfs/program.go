@@ -174,6 +174,8 @@ type programResult struct {
 	BlockSize  int64  `json:"volblocksize"`
 	Size       string `json:"size"`
 	Reason     string `json:"reason"`
+	// Members: groupSnapshotProgram's members by dataset (group.go).
+	Members map[string]json.RawMessage `json:"members"`
 }
 
 // program runs a channel program on the pool of target and decodes what it

@@ -44,6 +44,9 @@ type Dataset struct {
 
 	Creation time.Time
 	ReadOnly bool
+	// CreateTxg is the transaction group that made it; reported by
+	// SnapshotGroup only (0 elsewhere).
+	CreateTxg uint64
 
 	// UsedBySnapshots and CompressRatio are read only when ListOptions.Space
 	// asks for them (zero otherwise). CompressRatio is 1.0 for data stored

@@ -22,6 +22,7 @@ type Fake struct {
 	pools    map[string]*fakePool
 	datasets map[string]*fakeDataset
 	clock    time.Time
+	txg      uint64 // each call is a transaction group of its own
 	calls    map[string]int
 	failures map[string][]error
 	busy     map[string]bool
@@ -41,6 +42,7 @@ type fakeDataset struct {
 	volSize      uint64
 	props        map[string]string // locally set native and user properties
 	creation     time.Time
+	createTxg    uint64
 	clones       map[string]bool // snapshots only
 	deferDestroy bool
 	holds        int // user holds (zfs hold), snapshots only
@@ -233,6 +235,7 @@ func (f *Fake) Names() []string {
 // begin counts a call and returns an injected failure, if any. Callers hold mu.
 func (f *Fake) begin(ctx context.Context, method string) error {
 	f.calls[method]++
+	f.txg++
 	if err := ctx.Err(); err != nil {
 		return err
 	}

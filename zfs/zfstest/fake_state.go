@@ -133,7 +133,7 @@ func (f *Fake) add(d *fakeDataset) error {
 		return f.fail("create", d.name, zfs.ErrNoSpace)
 	}
 	f.clock = f.clock.Add(time.Second)
-	d.creation = f.clock
+	d.creation, d.createTxg = f.clock, f.txg
 	f.datasets[d.name] = d
 	return nil
 }

@@ -145,10 +145,10 @@ func firstProblem(problems ...string) string {
 	return ""
 }
 
-// GuardedCases are the behaviours of DestroyGuarded, SnapshotGuarded and
-// DestroySnapshotGuarded the driver relies on.
+// GuardedCases are the behaviours of DestroyGuarded, SnapshotGuarded,
+// DestroySnapshotGuarded and SnapshotGroup the driver relies on.
 func GuardedCases() []GuardedCase {
-	return append(destroyCases(), append(snapshotCases(), snapshotDestroyCases()...)...)
+	return slices.Concat(destroyCases(), snapshotCases(), snapshotDestroyCases(), groupCases())
 }
 
 func destroyCases() []GuardedCase {

@@ -1,0 +1,232 @@
+package zfs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A group snapshot is a snapshot of several datasets of one pool taken in
+// one transaction group, by one channel program: the members are
+// crash-consistent with each other, as if the power had gone at one instant
+// for all of them. The members are ordinary snapshots ("dataset@Snapshot")
+// that carry the group's mark.
+
+// GroupSnapshotRequest describes a SnapshotGroup call.
+type GroupSnapshotRequest struct {
+	// Datasets are the filesystems and volumes to snapshot, all in one pool.
+	Datasets []string
+	// Snapshot is the snapshot name every member gets: "dataset@Snapshot".
+	Snapshot string
+	// Guard is checked on every dataset: one that fails it makes the
+	// outcome NotOwned and nothing is made.
+	Guard Guard
+	// Group is the user property that marks a member, with the value Name.
+	Group, Name string
+	// Named is a user property each member gets with the value
+	// Name + "/" + dataset: unique per member, so that each is also an
+	// ordinary named snapshot.
+	Named string
+	// SizeProperty, when set, is a user property each member gets with its
+	// dataset's size in the same transaction (volsize or refquota).
+	SizeProperty string
+	// Parents are searched for members of a group of this Name on datasets
+	// outside Datasets (the name is then Taken).
+	Parents []string
+}
+
+// GroupSnapshotResult describes a SnapshotGroup call.
+type GroupSnapshotResult struct {
+	// Outcome is Done (made now), Present (made before, whole), Taken (the
+	// name marks snapshots of other datasets: At is one) or NotOwned (At
+	// failed the guard; nothing changed).
+	Outcome Outcome
+	At      string
+	// Members are the group's snapshots in the order of Datasets (Done and
+	// Present): Name, Referenced, Creation, VolSize, CreateTxg and, when
+	// set, User[SizeProperty].
+	Members []Dataset
+	// Volumes are the snapshotted datasets as the transaction saw them, in
+	// the same order: Name, Type, VolSize, VolBlockSize or RefQuota.
+	Volumes []Dataset
+}
+
+// groupSnapshotProgram: argv = snapshot, owned, excluded, group, name,
+// named, sizeprop, datasets…, "--", parents….
+//
+// A signal can end a program between two sync calls, keeping what they did
+// (program.go): an earlier run may have left some members, with or without
+// their marks. Members of different transaction groups would not be
+// crash-consistent, so such leftovers are destroyed and the outcome is
+// "retry": the caller runs the program again, which takes every member anew.
+const groupSnapshotProgram = `
+local argv = (...)["argv"]
+if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
+local snapname, owned, excluded, group, name, named, sizeprop = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]
+local datasets, parents, i = {}, {}, 8
+local requested = {}
+while argv[i] ~= nil and argv[i] ~= "--" do datasets[#datasets + 1] = argv[i]; requested[argv[i]] = true; i = i + 1 end
+for k = i + 1, #argv do parents[#parents + 1] = argv[k] end
+for _, dataset in ipairs(datasets) do
+	if not zfs.exists(dataset) then return {outcome = "absent", at = dataset} end
+	if zfs.get_prop(dataset, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(dataset, excluded) ~= nil) then
+		return {outcome = "not-owned", at = dataset}
+	end
+end
+for _, parent in ipairs(parents) do
+	if zfs.exists(parent) then
+		for child in zfs.list.children(parent) do
+			local snapshot = child .. "@" .. snapname
+			if not requested[child] and zfs.exists(snapshot) and zfs.get_prop(snapshot, group) == name then
+				return {outcome = "taken", at = snapshot}
+			end
+		end
+	end
+end
+local whole, leftovers = 0, {}
+for _, dataset in ipairs(datasets) do
+	local snapshot = dataset .. "@" .. snapname
+	if zfs.exists(snapshot) then
+		local marked, tagged = zfs.get_prop(snapshot, group), zfs.get_prop(snapshot, named)
+		if marked == name and tagged == name .. "/" .. dataset then
+			whole = whole + 1
+		elseif marked == nil and tagged == nil or marked == name then
+			leftovers[#leftovers + 1] = snapshot
+		else
+			return {outcome = "failed", errno = 17, at = snapshot}
+		end
+	end
+end
+if whole ~= #datasets then
+	if whole > 0 or #leftovers > 0 then
+		for _, dataset in ipairs(datasets) do
+			local snapshot = dataset .. "@" .. snapname
+			if zfs.exists(snapshot) then
+				local err = zfs.sync.destroy(snapshot)
+				if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
+			end
+		end
+		return {outcome = "retry"}
+	end
+	for _, dataset in ipairs(datasets) do
+		local err = zfs.sync.snapshot(dataset .. "@" .. snapname)
+		if err ~= 0 then return {outcome = "failed", errno = err, at = dataset .. "@" .. snapname} end
+	end
+	for _, dataset in ipairs(datasets) do
+		local snapshot = dataset .. "@" .. snapname
+		local keys, values = {group, named}, {name, name .. "/" .. dataset}
+		if sizeprop ~= "" then
+			local size = zfs.get_prop(dataset, "refquota")
+			if zfs.get_prop(dataset, "type") == "volume" then size = zfs.get_prop(snapshot, "volsize") end
+			keys[3], values[3] = sizeprop, tostring(size)
+		end
+		for k = 1, #keys do
+			local err = zfs.sync.set_prop(snapshot, keys[k], values[k])
+			if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot .. " " .. keys[k]} end
+		end
+	end
+end
+local members = {}
+for _, dataset in ipairs(datasets) do
+	local snapshot = dataset .. "@" .. snapname
+	local member = {referenced = zfs.get_prop(snapshot, "referenced"), creation = zfs.get_prop(snapshot, "creation"),
+		createtxg = zfs.get_prop(snapshot, "createtxg"), type = zfs.get_prop(dataset, "type")}
+	if member.type == "volume" then
+		member.volsize = zfs.get_prop(snapshot, "volsize")
+		member.volblocksize = zfs.get_prop(dataset, "volblocksize")
+	else
+		member.refquota = zfs.get_prop(dataset, "refquota")
+	end
+	if sizeprop ~= "" then member.size = zfs.get_prop(snapshot, sizeprop) end
+	members[dataset] = member
+end
+if whole == #datasets then return {outcome = "present", members = members} end
+return {outcome = "done", members = members}
+`
+
+// groupMember is one member as groupSnapshotProgram reports it.
+type groupMember struct {
+	Referenced int64  `json:"referenced"`
+	Creation   int64  `json:"creation"`
+	CreateTxg  int64  `json:"createtxg"`
+	Type       string `json:"type"`
+	VolSize    int64  `json:"volsize"`
+	BlockSize  int64  `json:"volblocksize"`
+	RefQuota   int64  `json:"refquota"`
+	Size       string `json:"size"`
+}
+
+// SnapshotGroup implements Guarded with one `zfs program` (two when an
+// interrupted earlier call left part of the group).
+func (e *Exec) SnapshotGroup(ctx context.Context, req GroupSnapshotRequest) (GroupSnapshotResult, error) {
+	pool, err := checkGroupRequest(req)
+	if err != nil {
+		return GroupSnapshotResult{}, err
+	}
+	args := slices.Concat([]string{req.Snapshot, req.Guard.Owned, req.Guard.Excluded, req.Group, req.Name, req.Named, req.SizeProperty},
+		req.Datasets, []string{"--"}, req.Parents)
+	for range 2 {
+		result, err := e.program(ctx, "group-snapshot", groupSnapshotProgram, pool, args...)
+		if err != nil {
+			return GroupSnapshotResult{}, err
+		}
+		switch result.Outcome {
+		case "unsupported":
+			return GroupSnapshotResult{}, fmt.Errorf("zfs program: zfs.sync.set_prop: %w", ErrUnsupported)
+		case "retry":
+			continue
+		}
+		answer := GroupSnapshotResult{Outcome: Outcome(result.Outcome), At: result.At}
+		for _, dataset := range req.Datasets {
+			if answer.Outcome != Done && answer.Outcome != Present {
+				break
+			}
+			var member groupMember
+			if err := json.Unmarshal(result.Members[dataset], &member); err != nil {
+				return GroupSnapshotResult{}, fmt.Errorf("zfs program: member %s: %w", dataset, err)
+			}
+			answer.Members = append(answer.Members, member.snapshot(dataset+"@"+req.Snapshot, req.SizeProperty))
+			answer.Volumes = append(answer.Volumes, member.volume(dataset))
+		}
+		return answer, nil
+	}
+	return GroupSnapshotResult{}, fmt.Errorf("zfs program: group snapshot %s: part of the group reappeared after its leftovers were destroyed: %w",
+		req.Snapshot, ErrBusy)
+}
+
+// checkGroupRequest checks what SnapshotGroup needs and returns the pool.
+func checkGroupRequest(req GroupSnapshotRequest) (string, error) {
+	if len(req.Datasets) == 0 || req.Snapshot == "" || strings.ContainsAny(req.Snapshot, "@/") || req.Group == "" || req.Named == "" || req.Name == "" {
+		return "", fmt.Errorf("SnapshotGroup: %w: datasets, a snapshot name, the group and named properties and a name are required", ErrInvalid)
+	}
+	pool := PoolOf(req.Datasets[0])
+	for _, dataset := range req.Datasets {
+		if err := checkNames(dataset + "@" + req.Snapshot); err != nil {
+			return "", err
+		}
+		if PoolOf(dataset) != pool {
+			return "", fmt.Errorf("SnapshotGroup: %s and %s: %w", req.Datasets[0], dataset, ErrCrossPool)
+		}
+		if strings.Contains(dataset, "@") {
+			return "", fmt.Errorf("SnapshotGroup: %w: %s is a snapshot", ErrInvalid, dataset)
+		}
+	}
+	return pool, nil
+}
+
+func (m groupMember) snapshot(name, sizeProperty string) Dataset {
+	snapshot := Dataset{Name: name, Type: Snapshot, Referenced: uint64(max(m.Referenced, 0)), Creation: time.Unix(m.Creation, 0),
+		VolSize: uint64(max(m.VolSize, 0)), CreateTxg: uint64(max(m.CreateTxg, 0))}
+	if sizeProperty != "" && m.Size != "" {
+		snapshot.User = map[string]string{sizeProperty: m.Size}
+	}
+	return snapshot
+}
+
+func (m groupMember) volume(name string) Dataset {
+	return Dataset{Name: name, Type: Type(m.Type), VolSize: uint64(max(m.VolSize, 0)), VolBlockSize: uint64(max(m.BlockSize, 0)),
+		RefQuota: uint64(max(m.RefQuota, 0))}
+}

@@ -1,0 +1,111 @@
+package zfstest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// SnapshotGroup implements Guarded, following the rules of Exec's channel
+// program (zfs/group.go): every member in the call's one transaction group.
+func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) (zfs.GroupSnapshotResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "SnapshotGroup"); err != nil {
+		return zfs.GroupSnapshotResult{}, err
+	}
+	if len(req.Datasets) == 0 || req.Snapshot == "" || req.Group == "" || req.Named == "" || req.Name == "" {
+		return zfs.GroupSnapshotResult{}, fmt.Errorf("SnapshotGroup: %w", zfs.ErrInvalid)
+	}
+	requested := map[string]bool{}
+	for _, dataset := range req.Datasets {
+		if zfs.PoolOf(dataset) != zfs.PoolOf(req.Datasets[0]) {
+			return zfs.GroupSnapshotResult{}, fmt.Errorf("SnapshotGroup: %s and %s: %w", req.Datasets[0], dataset, zfs.ErrCrossPool)
+		}
+		if err := f.suspended("program", dataset); err != nil {
+			return zfs.GroupSnapshotResult{}, err
+		}
+		d, ok := f.datasets[dataset]
+		if !ok || d.typ == zfs.Snapshot {
+			return zfs.GroupSnapshotResult{}, f.fail("program", dataset, zfs.ErrNotFound)
+		}
+		if !f.passes(d, req.Guard) {
+			return zfs.GroupSnapshotResult{Outcome: zfs.NotOwned, At: dataset}, nil
+		}
+		requested[dataset] = true
+	}
+	for _, parent := range req.Parents {
+		for _, child := range f.descendants(parent) {
+			snapshot, ok := f.datasets[child+"@"+req.Snapshot]
+			if parentOf(child) == parent && !requested[child] && ok && snapshot.props[req.Group] == req.Name {
+				return zfs.GroupSnapshotResult{Outcome: zfs.Taken, At: snapshot.name}, nil
+			}
+		}
+	}
+	whole, leftovers := 0, 0
+	for _, dataset := range req.Datasets {
+		snapshot, ok := f.datasets[dataset+"@"+req.Snapshot]
+		switch {
+		case !ok:
+		case snapshot.props[req.Group] == req.Name && snapshot.props[req.Named] == req.Name+"/"+dataset:
+			whole++
+		case snapshot.props[req.Group] == req.Name || snapshot.props[req.Group] == "" && snapshot.props[req.Named] == "":
+			leftovers++ // what an interrupted call left
+		default:
+			return zfs.GroupSnapshotResult{}, f.fail("program", snapshot.name, zfs.ErrExists)
+		}
+	}
+	outcome := zfs.Present
+	if whole != len(req.Datasets) {
+		outcome = zfs.Done
+		if whole+leftovers > 0 {
+			// Exec destroys them and runs the program again: a new
+			// transaction group for every member.
+			for _, dataset := range req.Datasets {
+				if _, ok := f.datasets[dataset+"@"+req.Snapshot]; ok {
+					f.remove(dataset + "@" + req.Snapshot)
+				}
+			}
+			f.txg++
+		}
+		for _, dataset := range req.Datasets {
+			if err := f.takeMember(req, dataset); err != nil {
+				return zfs.GroupSnapshotResult{}, err
+			}
+		}
+	}
+	result := zfs.GroupSnapshotResult{Outcome: outcome}
+	for _, dataset := range req.Datasets {
+		d, snapshot := f.datasets[dataset], f.datasets[dataset+"@"+req.Snapshot]
+		member := f.row(snapshot, nil)
+		member.User, member.CreateTxg, member.VolSize = nil, snapshot.createTxg, snapshot.volSize
+		if value := snapshot.props[req.SizeProperty]; req.SizeProperty != "" && value != "" {
+			member.User = map[string]string{req.SizeProperty: value}
+		}
+		result.Members = append(result.Members, member)
+		result.Volumes = append(result.Volumes, f.snapshottedVolume(d, ""))
+	}
+	return result, nil
+}
+
+// takeMember snapshots one dataset of a group with the group's marks.
+// Callers hold mu.
+func (f *Fake) takeMember(req zfs.GroupSnapshotRequest, dataset string) error {
+	d := f.datasets[dataset]
+	name := dataset + "@" + req.Snapshot
+	if err := checkName(name); err != nil {
+		return f.fail("program", name, zfs.ErrInvalid)
+	}
+	props := map[string]string{req.Group: req.Name, req.Named: req.Name + "/" + dataset}
+	if req.SizeProperty != "" {
+		size := d.sizeProp("refquota")
+		if d.typ == zfs.Volume {
+			size = d.volSize
+		}
+		props[req.SizeProperty] = strconv.FormatUint(size, 10)
+	}
+	return f.add(&fakeDataset{name: name, typ: zfs.Snapshot, referenced: d.referenced, volSize: d.volSize,
+		props: props, clones: map[string]bool{}})
+}

@@ -1,0 +1,174 @@
+package zfstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+const group = "zfstest.dev:group"
+
+// groupRequest snapshots the members a, b (a zvol) and c under root.
+func groupRequest(root string) zfs.GroupSnapshotRequest {
+	return zfs.GroupSnapshotRequest{Datasets: []string{root + "/a", root + "/b", root + "/c"}, Snapshot: "g1", Guard: guard,
+		Group: group, Name: "group-1", Named: named, SizeProperty: size, Parents: []string{root}}
+}
+
+// groupMembers makes the owned members of groupRequest.
+func groupMembers(ctx context.Context, p Pool, root string) error {
+	for _, member := range []struct {
+		name string
+		zvol bool
+	}{{"a", false}, {"b", true}, {"c", false}} {
+		if err := volume(ctx, p, root+"/"+member.name, member.zvol); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneGroup reports a problem unless result is the whole group of req, every
+// member carrying its marks, all made in one transaction group.
+func oneGroup(ctx context.Context, p Pool, req zfs.GroupSnapshotRequest, result zfs.GroupSnapshotResult) (string, error) {
+	if len(result.Members) != len(req.Datasets) || len(result.Volumes) != len(req.Datasets) {
+		return fmt.Sprintf("%d members and %d volumes, want %d", len(result.Members), len(result.Volumes), len(req.Datasets)), nil
+	}
+	for i, member := range result.Members {
+		dataset := req.Datasets[i]
+		if problem := firstProblem(
+			want("member name", member.Name, dataset+"@"+req.Snapshot),
+			want(member.Name+" transaction group", member.CreateTxg, result.Members[0].CreateTxg),
+			want(member.Name+" volume", result.Volumes[i].Name, dataset)); problem != "" {
+			return problem, nil
+		}
+		if member.CreateTxg == 0 {
+			return member.Name + ": no transaction group reported", nil
+		}
+		row, err := zfs.Get(ctx, p, member.Name, []string{group, named, size})
+		if err != nil {
+			return "", err
+		}
+		wantSize := "33554432"
+		if result.Volumes[i].Type == zfs.Volume {
+			wantSize = "67108864"
+		}
+		if problem := firstProblem(
+			want(member.Name+" group mark", row.User[group], req.Name),
+			want(member.Name+" name", row.User[named], req.Name+"/"+dataset),
+			want(member.Name+" size", row.User[size], wantSize),
+			want(member.Name+" reported size", member.User[size], wantSize)); problem != "" {
+			return problem, nil
+		}
+	}
+	return "", nil
+}
+
+func groupCases() []GuardedCase {
+	return []GuardedCase{
+		{"a group snapshot takes every member in one transaction group, and again finds the same group", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			first, err := p.SnapshotGroup(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			if problem := want("outcome", first.Outcome, zfs.Done); problem != "" {
+				return problem, nil
+			}
+			if problem, err := oneGroup(ctx, p, req, first); problem != "" || err != nil {
+				return problem, err
+			}
+			var again zfs.GroupSnapshotResult
+			problem, err := unchanged(ctx, p, root, func() (err error) {
+				again, err = p.SnapshotGroup(ctx, req)
+				return err
+			})
+			if problem != "" || err != nil {
+				return "again: " + problem, err
+			}
+			return firstProblem(want("outcome again", again.Outcome, zfs.Present),
+				want("transaction group again", again.Members[0].CreateTxg, first.Members[0].CreateTxg)), nil
+		}},
+		{"a member that fails the guard makes nothing", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			if err := p.Set(ctx, root+"/c", map[string]string{deleted: "true"}); err != nil {
+				return "", err
+			}
+			var result zfs.GroupSnapshotResult
+			problem, err := unchanged(ctx, p, root, func() (err error) {
+				result, err = p.SnapshotGroup(ctx, groupRequest(root))
+				return err
+			})
+			if problem != "" || err != nil {
+				return problem, err
+			}
+			return firstProblem(want("outcome", result.Outcome, zfs.NotOwned), want("at", result.At, root+"/c")), nil
+		}},
+		{"a group name that marks snapshots of other datasets is taken", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			other := req
+			other.Datasets = req.Datasets[:2]
+			if _, err := p.SnapshotGroup(ctx, other); err != nil {
+				return "", err
+			}
+			req.Datasets = req.Datasets[1:]
+			var result zfs.GroupSnapshotResult
+			problem, err := unchanged(ctx, p, root, func() (err error) {
+				result, err = p.SnapshotGroup(ctx, req)
+				return err
+			})
+			if problem != "" || err != nil {
+				return problem, err
+			}
+			return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, root+"/a@g1")), nil
+		}},
+		{"a snapshot of the name that is no member is refused as existing", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			if err := p.Snapshot(ctx, root+"/b@g1", map[string]string{named: "someone-else"}); err != nil {
+				return "", err
+			}
+			var refused error
+			problem, err := unchanged(ctx, p, root, func() error {
+				_, refused = p.SnapshotGroup(ctx, groupRequest(root))
+				return nil
+			})
+			if problem != "" || err != nil {
+				return problem, err
+			}
+			return want(fmt.Sprintf("%v is ErrExists", refused), errors.Is(refused, zfs.ErrExists), true), nil
+		}},
+		{"an interrupted group's leftovers are taken anew with the rest, in one transaction group", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			// What a program cut off by a signal leaves: snapshots made, one
+			// marked, the others not.
+			if err := p.Snapshot(ctx, root+"/a@g1", nil); err != nil {
+				return "", err
+			}
+			if err := p.Snapshot(ctx, root+"/b@g1", map[string]string{group: "group-1"}); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			result, err := p.SnapshotGroup(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			if problem := want("outcome", result.Outcome, zfs.Done); problem != "" {
+				return problem, nil
+			}
+			return oneGroup(ctx, p, req, result)
+		}},
+	}
+}
