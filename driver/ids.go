@@ -21,6 +21,26 @@ func VolumeID(nodeID, dataset string) string { return nodeID + ":" + dataset }
 // SnapshotID formats the ID of a snapshot ("dataset@snap").
 func SnapshotID(nodeID, snapshot string) string { return nodeID + ":" + snapshot }
 
+// GroupSnapshotID formats the ID of a group snapshot: its members are the
+// snapshots "<dataset>@<snapshot>" of one pool that carry the group's mark.
+// '#' (ZFS's bookmark separator) appears in no volume or snapshot ID.
+func GroupSnapshotID(nodeID, pool, snapshot string) string { return nodeID + ":" + pool + "#" + snapshot }
+
+// ParseGroupSnapshotID splits a group snapshot ID into node, pool and the
+// members' snapshot name.
+func ParseGroupSnapshotID(id string) (nodeID, pool, snapshot string, err error) {
+	if len(id) > MaxIDLength {
+		return "", "", "", ErrMalformedID
+	}
+	nodeID, rest, found := strings.Cut(id, ":")
+	pool, snapshot, hashed := strings.Cut(rest, "#")
+	if !found || !hashed || !nodeIDPattern.MatchString(nodeID) || strings.ContainsAny(pool, "/@") ||
+		strings.ContainsAny(snapshot, "/@#") || !validDatasetPath(pool) || !validDatasetPath(snapshot) {
+		return "", "", "", ErrMalformedID
+	}
+	return nodeID, pool, snapshot, nil
+}
+
 // ParseVolumeID splits a volume ID into node and dataset.
 func ParseVolumeID(id string) (nodeID, dataset string, err error) {
 	nodeID, dataset, err = splitID(id)

@@ -94,3 +94,29 @@ func TestInFlightRefusesASecondCallOnAnyKey(t *testing.T) {
 		t.Fatalf("keys not released: %v", err)
 	}
 }
+
+func TestGroupSnapshotIDs(t *testing.T) {
+	id := GroupSnapshotID("node-1", "tank", "group-a")
+	if id != "node-1:tank#group-a" {
+		t.Fatalf("got %q", id)
+	}
+	if node, pool, snapshot, err := ParseGroupSnapshotID(id); err != nil || node != "node-1" || pool != "tank" || snapshot != "group-a" {
+		t.Errorf("parsed %q %q %q %v", node, pool, snapshot, err)
+	}
+	for _, bad := range []string{"node-1:tank/csi#g", "node-1:tank#g@x", "node-1:tank", "node-1:tank#", "tank#g", "node-1:tank#a/b", "node-1:tank/csi/v@s"} {
+		if _, _, _, err := ParseGroupSnapshotID(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	for _, other := range []string{VolumeID("node-1", "tank/csi/v"), SnapshotID("node-1", "tank/csi/v@s")} {
+		if _, _, _, err := ParseGroupSnapshotID(other); err == nil {
+			t.Errorf("%q parsed as a group snapshot ID", other)
+		}
+	}
+	if _, _, err := ParseVolumeID(id); err == nil {
+		t.Errorf("%q parsed as a volume ID", id)
+	}
+	if _, _, _, err := ParseSnapshotID(id); err == nil {
+		t.Errorf("%q parsed as a snapshot ID", id)
+	}
+}

@@ -70,6 +70,19 @@ func (c Config) SnapshotName(snapshotID string) (snapshot, dataset string, err e
 	return snapshot, dataset, nil
 }
 
+// GroupSnapshot resolves a group snapshot ID of this node to its pool and
+// its members' snapshot name, with VolumeDataset's errors.
+func (c Config) GroupSnapshot(groupSnapshotID string) (pool, snapshot string, err error) {
+	nodeID, pool, snapshot, err := ParseGroupSnapshotID(groupSnapshotID)
+	if err != nil {
+		return "", "", err
+	}
+	if nodeID != c.NodeID {
+		return "", "", &ForeignNodeError{NodeID: nodeID, ThisNode: c.NodeID}
+	}
+	return pool, snapshot, nil
+}
+
 // Owner classifies what ZFS lists by the driver's marks.
 type Owner struct {
 	cfg   Config

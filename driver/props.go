@@ -17,6 +17,7 @@ type UserProps struct {
 	SnapshotName string // the CSI snapshot name, only on snapshots made by CreateSnapshot
 	Internal     string // "true" on snapshots made only to clone a volume from a volume
 	Size         string // on snapshots: the volume's size when it was taken, the least a restore needs
+	Group        string // on a group snapshot's members: the group's CSI name
 	PVCName      string
 	PVCNamespace string
 	PVName       string
@@ -27,7 +28,7 @@ func NewUserProps(driverName string) UserProps {
 	p := strings.ToLower(driverName) + ":"
 	return UserProps{
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
-		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size",
+		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size", Group: p + "group",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }
@@ -35,7 +36,7 @@ func NewUserProps(driverName string) UserProps {
 // All lists every property, for reads that need them.
 func (u UserProps) All() []string {
 	return []string{u.Managed, u.CSIName, u.ParamsHash, u.FSType, u.Source, u.Deleted, u.SnapshotName,
-		u.Internal, u.Size, u.PVCName, u.PVCNamespace, u.PVName}
+		u.Internal, u.Size, u.Group, u.PVCName, u.PVCNamespace, u.PVName}
 }
 
 // Owns reports whether a property name is in the driver's namespace.

@@ -62,6 +62,8 @@ type GroupSnapshotResult struct {
 // their marks. Members of different transaction groups would not be
 // crash-consistent, so such leftovers are destroyed and the outcome is
 // "retry": the caller runs the program again, which takes every member anew.
+// Members are all made before any is marked, so marked members beside a
+// missing one are no leftover but a group of other datasets: Taken.
 const groupSnapshotProgram = `
 local argv = (...)["argv"]
 if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
@@ -86,22 +88,29 @@ for _, parent in ipairs(parents) do
 		end
 	end
 end
-local whole, leftovers = 0, {}
+local whole, leftovers, missing, member = 0, 0, 0, nil
 for _, dataset in ipairs(datasets) do
 	local snapshot = dataset .. "@" .. snapname
 	if zfs.exists(snapshot) then
 		local marked, tagged = zfs.get_prop(snapshot, group), zfs.get_prop(snapshot, named)
 		if marked == name and tagged == name .. "/" .. dataset then
-			whole = whole + 1
-		elseif marked == nil and tagged == nil or marked == name then
-			leftovers[#leftovers + 1] = snapshot
+			whole, member = whole + 1, snapshot
+		elseif marked == nil and tagged == nil or marked == name and tagged == nil then
+			leftovers = leftovers + 1
 		else
 			return {outcome = "failed", errno = 17, at = snapshot}
 		end
+	else
+		missing = missing + 1
 	end
 end
+if whole > 0 and missing > 0 then
+	-- every member is made before any is marked: a marked member beside a
+	-- missing one is a group of other datasets under this name
+	return {outcome = "taken", at = member}
+end
 if whole ~= #datasets then
-	if whole > 0 or #leftovers > 0 then
+	if whole > 0 or leftovers > 0 then
 		for _, dataset in ipairs(datasets) do
 			local snapshot = dataset .. "@" .. snapname
 			if zfs.exists(snapshot) then

@@ -40,6 +40,9 @@ const (
 	// Present: SnapshotGuarded found a snapshot of the dataset already
 	// carrying the unique value; nothing changed, Snapshot describes it.
 	Present Outcome = "present"
+	// Refused: DestroySnapshotGuarded found the snapshot carrying the
+	// request's Refused mark; nothing changed.
+	Refused Outcome = "refused"
 	// Taken: SnapshotGuarded found one of the other snapshots carrying the
 	// unique value; nothing changed, Snapshot names it.
 	Taken Outcome = "taken"
@@ -136,6 +139,10 @@ type SnapshotDestroyRequest struct {
 	// Report is a user property whose value, as the snapshot sees it (its
 	// own or inherited from its dataset), the result reports.
 	Report string
+	// Refused is a user property that keeps an owned snapshot from being
+	// destroyed alone (a group snapshot's member): the outcome is Refused,
+	// with its value in Reported, and nothing changes. Empty for none.
+	Refused string
 }
 
 // SnapshotDestroyResult describes a DestroySnapshotGuarded call.

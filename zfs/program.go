@@ -139,15 +139,18 @@ end
 return describe("done", snapshot)
 `
 
-// destroySnapshotProgram: argv = snapshot, named, excluded, report.
+// destroySnapshotProgram: argv = snapshot, named, excluded, report, refused.
 const destroySnapshotProgram = `
 local argv = (...)["argv"]
-local name, named, excluded, report = argv[1], argv[2], argv[3], argv[4]
+local name, named, excluded, report, refused = argv[1], argv[2], argv[3], argv[4], argv[5]
 if not zfs.exists(name) then return {outcome = "absent"} end
 local deferred = zfs.get_prop(name, "defer_destroy")
 if zfs.get_prop(name, named) == nil or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil)
 	or deferred == "on" or deferred == 1 or deferred == true then
 	return {outcome = "not-owned"}
+end
+if refused ~= nil and refused ~= "" and zfs.get_prop(name, refused) ~= nil then
+	return {outcome = "refused", reported = zfs.get_prop(name, refused)}
 end
 local reported = ""
 if report ~= "" then reported = zfs.get_prop(name, report) or "" end
@@ -303,6 +306,6 @@ func (e *Exec) DestroySnapshotGuarded(ctx context.Context, req SnapshotDestroyRe
 	if !strings.Contains(req.Name, "@") || req.Named == "" {
 		return SnapshotDestroyResult{}, fmt.Errorf("DestroySnapshotGuarded %q: %w: not a snapshot name, or no property to check", req.Name, ErrInvalid)
 	}
-	result, err := e.program(ctx, "destroy-snapshot", destroySnapshotProgram, req.Name, req.Name, req.Named, req.Excluded, req.Report)
+	result, err := e.program(ctx, "destroy-snapshot", destroySnapshotProgram, req.Name, req.Name, req.Named, req.Excluded, req.Report, req.Refused)
 	return SnapshotDestroyResult{Outcome: Outcome(result.Outcome), Reported: result.Reported}, err
 }

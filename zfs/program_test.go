@@ -133,14 +133,14 @@ func TestDestroySnapshotGuardedPassesItsRequestAndReadsTheMark(t *testing.T) {
 	var labels []string
 	exec := NewExec(ExecConfig{OnCommand: func(subcommand string, _ time.Duration, _ error) { labels = append(labels, subcommand) }})
 	result, err := exec.DestroySnapshotGuarded(context.Background(), SnapshotDestroyRequest{Name: "tank/csi/v@s",
-		Named: "x:snapshot-name", Excluded: "x:internal", Report: "x:deleted"})
+		Named: "x:snapshot-name", Excluded: "x:internal", Report: "x:deleted", Refused: "x:group"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if result != (SnapshotDestroyResult{Outcome: Done, Reported: "true"}) {
 		t.Errorf("got %+v", result)
 	}
-	want := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "x:snapshot-name", "x:internal", "x:deleted"}
+	want := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "x:snapshot-name", "x:internal", "x:deleted", "x:group"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
 		t.Errorf("argv %q, want %q", got, want)
 	}

@@ -44,18 +44,22 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 			}
 		}
 	}
-	whole, leftovers := 0, 0
+	whole, leftovers, missing, member := 0, 0, 0, ""
 	for _, dataset := range req.Datasets {
 		snapshot, ok := f.datasets[dataset+"@"+req.Snapshot]
 		switch {
 		case !ok:
+			missing++
 		case snapshot.props[req.Group] == req.Name && snapshot.props[req.Named] == req.Name+"/"+dataset:
-			whole++
-		case snapshot.props[req.Group] == req.Name || snapshot.props[req.Group] == "" && snapshot.props[req.Named] == "":
+			whole, member = whole+1, snapshot.name
+		case snapshot.props[req.Named] == "" && (snapshot.props[req.Group] == req.Name || snapshot.props[req.Group] == ""):
 			leftovers++ // what an interrupted call left
 		default:
 			return zfs.GroupSnapshotResult{}, f.fail("program", snapshot.name, zfs.ErrExists)
 		}
+	}
+	if whole > 0 && missing > 0 {
+		return zfs.GroupSnapshotResult{Outcome: zfs.Taken, At: member}, nil
 	}
 	outcome := zfs.Present
 	if whole != len(req.Datasets) {

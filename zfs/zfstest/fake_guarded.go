@@ -183,6 +183,9 @@ func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req zfs.SnapshotDestr
 	if f.inherited(d, req.Named) == "" || (req.Excluded != "" && f.inherited(d, req.Excluded) != "") || d.deferDestroy {
 		return zfs.SnapshotDestroyResult{Outcome: zfs.NotOwned}, nil
 	}
+	if value := d.props[req.Refused]; req.Refused != "" && value != "" {
+		return zfs.SnapshotDestroyResult{Outcome: zfs.Refused, Reported: value}, nil
+	}
 	result := zfs.SnapshotDestroyResult{Outcome: zfs.Done}
 	if req.Report != "" {
 		result.Reported = f.inherited(d, req.Report)

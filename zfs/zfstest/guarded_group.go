@@ -131,6 +131,26 @@ func groupCases() []GuardedCase {
 			}
 			return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, root+"/a@g1")), nil
 		}},
+		{"a group name used on fewer of the datasets is taken, and that group is kept", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			smaller := req
+			smaller.Datasets = req.Datasets[:2]
+			if _, err := p.SnapshotGroup(ctx, smaller); err != nil {
+				return "", err
+			}
+			var result zfs.GroupSnapshotResult
+			problem, err := unchanged(ctx, p, root, func() (err error) {
+				result, err = p.SnapshotGroup(ctx, req)
+				return err
+			})
+			if problem != "" || err != nil {
+				return problem, err
+			}
+			return want("outcome", result.Outcome, zfs.Taken), nil
+		}},
 		{"a snapshot of the name that is no member is refused as existing", func(ctx context.Context, p Pool, root string) (string, error) {
 			if err := groupMembers(ctx, p, root); err != nil {
 				return "", err
@@ -147,6 +167,24 @@ func groupCases() []GuardedCase {
 				return problem, err
 			}
 			return want(fmt.Sprintf("%v is ErrExists", refused), errors.Is(refused, zfs.ErrExists), true), nil
+		}},
+		{"destroy snapshot: a group's member is refused alone and kept", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			if _, err := p.SnapshotGroup(ctx, req); err != nil {
+				return "", err
+			}
+			var result zfs.SnapshotDestroyResult
+			problem, err := unchanged(ctx, p, root, func() (err error) {
+				result, err = p.DestroySnapshotGuarded(ctx, zfs.SnapshotDestroyRequest{Name: root + "/a@g1", Named: named, Refused: group})
+				return err
+			})
+			if problem != "" || err != nil {
+				return problem, err
+			}
+			return firstProblem(want("outcome", result.Outcome, zfs.Refused), want("reported", result.Reported, req.Name)), nil
 		}},
 		{"an interrupted group's leftovers are taken anew with the rest, in one transaction group", func(ctx context.Context, p Pool, root string) (string, error) {
 			if err := groupMembers(ctx, p, root); err != nil {
