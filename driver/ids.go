@@ -24,7 +24,9 @@ func SnapshotID(nodeID, snapshot string) string { return nodeID + ":" + snapshot
 // GroupSnapshotID formats the ID of a group snapshot: its members are the
 // snapshots "<dataset>@<snapshot>" of one pool that carry the group's mark.
 // '#' (ZFS's bookmark separator) appears in no volume or snapshot ID.
-func GroupSnapshotID(nodeID, pool, snapshot string) string { return nodeID + ":" + pool + "#" + snapshot }
+func GroupSnapshotID(nodeID, pool, snapshot string) string {
+	return nodeID + ":" + pool + "#" + snapshot
+}
 
 // ParseGroupSnapshotID splits a group snapshot ID into node, pool and the
 // members' snapshot name.
