@@ -262,12 +262,14 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequ
 	defer release()
 	defer s.sources.forget(snapshot)
 	result, err := s.zfs.DestroySnapshotGuarded(ctx, zfs.SnapshotDestroyRequest{Name: snapshot,
-		Named: s.props.SnapshotName, Excluded: s.props.Internal, Report: s.props.Deleted})
+		Named: s.props.SnapshotName, Excluded: s.props.Internal, Report: s.props.Deleted, Refused: s.props.Group})
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		return &csi.DeleteSnapshotResponse{}, nil
 	case err != nil:
 		return nil, err
+	case result.Outcome == zfs.Refused:
+		return nil, memberRefused(req.GetSnapshotId(), s.groupOf(zfs.Dataset{Name: snapshot, User: map[string]string{s.props.Group: result.Reported}}))
 	}
 	// NotOwned: already deleted (deferred), or not a CSI snapshot: nothing to do.
 	if result.Outcome == zfs.Done && result.Reported == "true" {
@@ -306,5 +308,6 @@ func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
 		CreationTime:       timestamppb.New(row.Creation),
 		ReadyToUse:         true,
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
+		GroupSnapshotId:    s.groupOf(row),
 	}
 }

@@ -30,7 +30,9 @@ type Server struct {
 type Services struct {
 	Identity   csi.IdentityServer
 	Controller csi.ControllerServer
-	Node       csi.NodeServer
+	// GroupController serves group snapshots; served with the controller.
+	GroupController csi.GroupControllerServer
+	Node            csi.NodeServer
 }
 
 // NewServer registers the services behind the shared interceptors. Extra
@@ -45,6 +47,9 @@ func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerI
 	}
 	if services.Controller != nil {
 		csi.RegisterControllerServer(s.grpc, services.Controller)
+	}
+	if services.GroupController != nil {
+		csi.RegisterGroupControllerServer(s.grpc, services.GroupController)
 	}
 	if services.Node != nil {
 		csi.RegisterNodeServer(s.grpc, services.Node)

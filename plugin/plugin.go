@@ -1,5 +1,6 @@
 // Package plugin puts the CSI services together into the plugin zfs-csi
-// serves: Identity, Controller and Node over one ZFS and one host. It is the
+// serves: Identity, Controller (with GroupController) and Node over one ZFS
+// and one host. It is the
 // only place they are wired, so that what the daemon serves (cli/daemon) and
 // what the whole-plugin csi-sanity test and the commands' tests run against
 // (the fakes) cannot drift apart.
@@ -33,8 +34,9 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 	}
 	ready := func(ctx context.Context) error { return inventory.CheckParents(ctx, z, cfg) }
 	return &Plugin{Controller: controllerService, Services: driver.Services{
-		Identity:   driver.NewIdentity(cfg, log, ready, true),
-		Controller: controllerService,
-		Node:       node.New(cfg, z, mounter, log, nodeOptions),
+		Identity:        driver.NewIdentity(cfg, log, ready, true),
+		Controller:      controllerService,
+		GroupController: controllerService.Group(),
+		Node:            node.New(cfg, z, mounter, log, nodeOptions),
 	}}, nil
 }
