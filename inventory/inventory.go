@@ -113,6 +113,8 @@ type Snapshot struct {
 	Size           uint64    `json:"size_bytes"`
 	Created        time.Time `json:"created"`
 	Clones         []string  `json:"clones,omitempty"`
+	// GroupSnapshotID names the group snapshot it belongs to, if any.
+	GroupSnapshotID string `json:"group_snapshot_id,omitempty"`
 }
 
 // Read lists the parents of cfg and everything of the driver under them.
@@ -234,11 +236,16 @@ func snapshotState(props driver.UserProps, owner driver.Owner, row zfs.Dataset) 
 
 func newSnapshot(cfg driver.Config, props driver.UserProps, row zfs.Dataset, state string) Snapshot {
 	dataset, _, _ := strings.Cut(row.Name, "@")
-	return Snapshot{
+	snapshot := Snapshot{
 		ID: driver.SnapshotID(cfg.NodeID, row.Name), Name: row.Name, CSIName: row.User[props.SnapshotName],
 		SourceVolumeID: driver.VolumeID(cfg.NodeID, dataset), State: state, Size: row.Referenced,
 		Created: row.Creation, Clones: row.Clones,
 	}
+	if row.User[props.Group] != "" {
+		_, component, _ := strings.Cut(row.Name, "@")
+		snapshot.GroupSnapshotID = driver.GroupSnapshotID(cfg.NodeID, zfs.PoolOf(dataset), component)
+	}
+	return snapshot
 }
 
 // Live are the volumes in StateOK.

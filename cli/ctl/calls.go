@@ -70,6 +70,18 @@ var commands = map[string]command{
 		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: r.args[0]})
 		}},
+	"create-group-snapshot": {usage: "NAME VOLUME_ID VOLUME_ID…", summary: "CreateVolumeGroupSnapshot: the volumes at one instant",
+		args: 2, more: true, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+			return c.group.CreateVolumeGroupSnapshot(ctx, &csi.CreateVolumeGroupSnapshotRequest{Name: r.args[0], SourceVolumeIds: r.args[1:]})
+		}},
+	"get-group-snapshot": {usage: "GROUP_SNAPSHOT_ID [SNAPSHOT_ID…]", summary: "GetVolumeGroupSnapshot", args: 1, more: true,
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+			return c.group.GetVolumeGroupSnapshot(ctx, &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: r.args[0], SnapshotIds: r.args[1:]})
+		}},
+	"delete-group-snapshot": {usage: "GROUP_SNAPSHOT_ID [SNAPSHOT_ID…]", summary: "DeleteVolumeGroupSnapshot: the group and every member",
+		args: 1, more: true, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+			return c.group.DeleteVolumeGroupSnapshot(ctx, &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: r.args[0], SnapshotIds: r.args[1:]})
+		}},
 	"list-snapshots": {usage: "[--volume VOLUME_ID | --snapshot SNAPSHOT_ID] [--max-entries N] [--starting-token T]",
 		summary: "ListSnapshots", call: listSnapshots,
 		flags: func(flags *flag.FlagSet, r *request) {
@@ -124,6 +136,9 @@ func info(ctx context.Context, c *clients, _ *request) (proto.Message, error) {
 		}},
 		{"controller_capabilities", func() (proto.Message, error) {
 			return c.controller.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
+		}},
+		{"group_controller_capabilities", func() (proto.Message, error) {
+			return c.group.GroupControllerGetCapabilities(ctx, &csi.GroupControllerGetCapabilitiesRequest{})
 		}},
 		{"node_capabilities", func() (proto.Message, error) {
 			return c.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})

@@ -32,7 +32,8 @@ import (
 type command struct {
 	usage   string // the arguments after the command name
 	summary string
-	args    int // how many positional arguments it takes
+	args    int  // how many positional arguments it takes
+	more    bool // args is the least; more may follow
 	flags   func(*flag.FlagSet, *request)
 	call    func(context.Context, *clients, *request) (proto.Message, error)
 }
@@ -63,6 +64,7 @@ type clients struct {
 	identity   csi.IdentityClient
 	controller csi.ControllerClient
 	node       csi.NodeClient
+	group      csi.GroupControllerClient
 }
 
 // Run runs one ctl command: zfs-csi ctl [FLAGS] COMMAND [ARGS] [FLAGS].
@@ -105,7 +107,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	if parsed.args, err = parseInterleaved(commandFlags, flags.Args()[1:]); err != nil {
 		return err
 	}
-	if len(parsed.args) != command.args {
+	if len(parsed.args) != command.args && !(command.more && len(parsed.args) > command.args) {
 		commandFlags.Usage()
 		return fmt.Errorf("%s takes %d arguments, got %d", name, command.args, len(parsed.args))
 	}
@@ -116,7 +118,8 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn)}
+	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn),
+		group: csi.NewGroupControllerClient(conn)}
 	response, err := command.call(ctx, client, parsed)
 	if err != nil {
 		if s, ok := status.FromError(err); ok {
@@ -198,6 +201,13 @@ func writeIDs(out io.Writer, response proto.Message) error {
 		ids = append(ids, r.GetVolume().GetVolumeId())
 	case interface{ GetSnapshot() *csi.Snapshot }:
 		ids = append(ids, r.GetSnapshot().GetSnapshotId())
+	case interface {
+		GetGroupSnapshot() *csi.VolumeGroupSnapshot
+	}:
+		ids = append(ids, r.GetGroupSnapshot().GetGroupSnapshotId())
+		for _, member := range r.GetGroupSnapshot().GetSnapshots() {
+			ids = append(ids, member.GetSnapshotId())
+		}
 	case *csi.ListVolumesResponse:
 		for _, entry := range r.GetEntries() {
 			ids = append(ids, entry.GetVolume().GetVolumeId())

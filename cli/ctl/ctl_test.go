@@ -201,3 +201,29 @@ func TestParseSizeTakesBinarySuffixes(t *testing.T) {
 		}
 	}
 }
+
+func TestCtlTakesGetsAndDeletesAGroupSnapshot(t *testing.T) {
+	h := newCtlHarness(t)
+	var volumes []string
+	for _, name := range []string{"db", "wal"} {
+		id, _ := field(h.ctl("create-volume", name, "--size", "1G"), "volume", "volume_id").(string)
+		volumes = append(volumes, id)
+	}
+	created := h.ctl(append([]string{"create-group-snapshot", "nightly"}, volumes...)...)
+	groupID, _ := field(created, "group_snapshot", "group_snapshot_id").(string)
+	members, _ := field(created, "group_snapshot", "snapshots").([]any)
+	if groupID != inventorytest.NodeID+":tank#nightly" || len(members) != 2 || field(created, "group_snapshot", "ready_to_use") != true {
+		t.Fatalf("create-group-snapshot printed %v", created)
+	}
+	if got, _ := field(h.ctl("get-group-snapshot", groupID), "group_snapshot", "snapshots").([]any); len(got) != 2 {
+		t.Errorf("get-group-snapshot found %d members, want 2", len(got))
+	}
+	h.ctl("delete-group-snapshot", groupID)
+	if entries, _ := field(h.ctl("list-snapshots"), "entries").([]any); len(entries) != 0 {
+		t.Errorf("after delete-group-snapshot list-snapshots lists %d snapshots", len(entries))
+	}
+	var stdout, stderr bytes.Buffer
+	if err := Run([]string{"--endpoint", h.endpoint, "create-group-snapshot", "alone"}, &stdout, &stderr); err == nil {
+		t.Error("create-group-snapshot without a volume ran")
+	}
+}

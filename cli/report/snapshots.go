@@ -23,10 +23,11 @@ func (op *operator) snapshots() error {
 	if op.json {
 		return op.writeJSON(map[string]any{"snapshots": inv.Snapshots})
 	}
-	t := newTable(op.stdout, "SNAPSHOT ID", "NAME", "SOURCE VOLUME", "SIZE", "CREATED", "CLONES", "STATE")
+	t := newTable(op.stdout, "SNAPSHOT ID", "NAME", "SOURCE VOLUME", "SIZE", "CREATED", "CLONES", "STATE", "GROUP")
 	for _, snapshot := range inv.Snapshots {
 		t.row(snapshot.ID, snapshot.CSIName, snapshot.SourceVolumeID, zfs.FormatSize(snapshot.Size),
-			snapshot.Created.Local().Format(time.DateTime), strconv.Itoa(len(snapshot.Clones)), snapshot.State)
+			snapshot.Created.Local().Format(time.DateTime), strconv.Itoa(len(snapshot.Clones)), snapshot.State,
+			snapshot.GroupSnapshotID)
 	}
 	return t.flush()
 }
