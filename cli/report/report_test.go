@@ -110,8 +110,8 @@ func TestSnapshotsListsTheDriversSnapshots(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	fields := strings.Fields(lines[len(lines)-1])
-	if len(lines) != 2 || len(fields) != 8 || fields[0] != ids["snap"] || fields[1] != "snap-1" || fields[2] != ids["held"] ||
-		fields[6] != "0" || fields[7] != "ok" {
+	if len(lines) != 2 || len(fields) != 9 || fields[0] != ids["snap"] || fields[1] != "snap-1" || fields[2] != ids["held"] ||
+		fields[6] != "0" || fields[7] != "ok" || fields[8] != "-" {
 		t.Errorf("snapshots:\n%s", stdout.String())
 	}
 }
