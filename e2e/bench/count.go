@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // counter runs calls against the counting daemon and attributes the logged
@@ -156,6 +158,30 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 				c.b.templates["snapshot"] = template{"snapshot", "-o", c.b.props.SnapshotName + "=count-snap", snapshotName}
 			}
 			return nil
+		},
+		func() error {
+			var group *csi.VolumeGroupSnapshot
+			if _, err := c.call(ctx, "CreateVolumeGroupSnapshot of 3 volumes", func(ctx context.Context) error {
+				response, err := c.d.group.CreateVolumeGroupSnapshot(ctx, &csi.CreateVolumeGroupSnapshotRequest{Name: "count-group",
+					SourceVolumeIds: []string{fs.GetVolumeId(), zvol.GetVolumeId(), thin.GetVolumeId()}})
+				group = response.GetGroupSnapshot()
+				return err
+			}); status.Code(err) == codes.FailedPrecondition {
+				c.b.notes = append(c.b.notes, "group snapshots: refused on this ZFS ("+err.Error()+")")
+				return nil
+			} else if err != nil {
+				return err
+			}
+			_, err := c.call(ctx, "DeleteVolumeGroupSnapshot of 3 volumes", func(ctx context.Context) error {
+				var members []string
+				for _, member := range group.GetSnapshots() {
+					members = append(members, member.GetSnapshotId())
+				}
+				_, err := c.d.group.DeleteVolumeGroupSnapshot(ctx, &csi.DeleteVolumeGroupSnapshotRequest{
+					GroupSnapshotId: group.GetGroupSnapshotId(), SnapshotIds: members})
+				return err
+			})
+			return err
 		},
 		func() error {
 			return create("CreateVolume from snapshot", fromSnapshot("count-clone", snapshot.GetSnapshotId()), &clone, "clone")

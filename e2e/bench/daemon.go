@@ -27,6 +27,7 @@ type daemon struct {
 	identity   csi.IdentityClient
 	controller csi.ControllerClient
 	node       csi.NodeClient
+	group      csi.GroupControllerClient
 	started    time.Time
 	exited     chan struct{} // closed when the process has exited
 	notify     *net.UnixConn // the NOTIFY_SOCKET, open until the daemon stops (it sends STOPPING=1)
@@ -135,6 +136,7 @@ func (d *daemon) awaitProbe(ctx context.Context, socket string) error {
 		return err
 	}
 	d.identity, d.controller, d.node = csi.NewIdentityClient(d.conn), csi.NewControllerClient(d.conn), csi.NewNodeClient(d.conn)
+	d.group = csi.NewGroupControllerClient(d.conn)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		select {
