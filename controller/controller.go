@@ -67,6 +67,8 @@ var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 }
 
 // ControllerGetCapabilities implements csi.ControllerServer. Publish and

@@ -96,6 +96,8 @@ var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH,
 }
 
 // NodeGetCapabilities implements csi.NodeServer.

@@ -150,6 +150,8 @@ type Interface interface {
 	List(ctx context.Context, opts ListOptions) ([]Dataset, error)
 	// Pool reports one pool.
 	Pool(ctx context.Context, name string) (Pool, error)
+	// PoolStatus reports a pool's vdev errors and data errors.
+	PoolStatus(ctx context.Context, name string) (PoolStatus, error)
 	// Guarded changes check ownership and make the change in one command.
 	Guarded
 }

@@ -32,6 +32,7 @@ type Fake struct {
 type fakePool struct {
 	size   uint64
 	health string
+	errors zfs.PoolStatus // the counters SetPoolErrors set
 }
 
 type fakeDataset struct {
@@ -109,6 +110,14 @@ func (f *Fake) SetPoolHealth(pool, health string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pools[pool].health = health
+}
+
+// SetPoolErrors sets the error counters PoolStatus reports, as failing
+// disks and a scrub would.
+func (f *Fake) SetPoolErrors(pool string, errors zfs.PoolStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pools[pool].errors = errors
 }
 
 // SetBusy makes Destroy of name fail with ErrBusy, as a mounted dataset would.
@@ -542,6 +551,23 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 		}
 	}
 	return rows, nil
+}
+
+// PoolStatus implements Interface.
+func (f *Fake) PoolStatus(ctx context.Context, name string) (zfs.PoolStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "PoolStatus"); err != nil {
+		return zfs.PoolStatus{}, err
+	}
+	p, ok := f.pools[name]
+	if !ok {
+		return zfs.PoolStatus{}, &zfs.CommandError{Argv: []string{"zpool", "status", name}, ExitCode: 1, Kind: zfs.ErrPoolNotFound,
+			Stderr: fmt.Sprintf("cannot open '%s': no such pool", name)}
+	}
+	status := p.errors
+	status.Name, status.State = name, p.health
+	return status, nil
 }
 
 // Pool implements Interface.
