@@ -23,6 +23,10 @@ type volumePlan struct {
 	params   createParams
 	sourceID string // content source (snapshot or volume ID), "" for none
 	fromSnap bool
+	// keyFormat and key encrypt a new volume (params.encryption, the key
+	// from the secrets); they never reach a log, an error or an argv.
+	keyFormat string
+	key       []byte
 }
 
 // checkSourcePlace refuses a content source by what its ID says, before
@@ -62,6 +66,54 @@ type source struct {
 	blockSize uint64
 	// remembered: it came from sourceIndex, not from ZFS in this call.
 	remembered bool
+	// encrypted: its data is encrypted (read only when the plan asks for
+	// encryption or a copy; sourceIndex does not know it).
+	encrypted bool
+}
+
+// checkSource refuses a source whose data the new volume could not use or
+// would leave unencrypted.
+func checkSource(plan volumePlan, src *source) error {
+	if err := checkSourceKind(plan, src); err != nil {
+		return err
+	}
+	return checkSourceEncryption(plan, src)
+}
+
+// planEncryption takes the key of a volume to encrypt from the secrets. A
+// volume made from a source keeps the source's encryption (a clone shares
+// its key), so it needs no key; a copy would be sent decrypted, so an
+// encrypted one is refused (checkSourceEncryption).
+func planEncryption(plan *volumePlan, secrets map[string]string) error {
+	if plan.params.encryption == "" || plan.sourceID != "" {
+		return nil
+	}
+	format, key, err := driver.EncryptionKey(secrets)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	if key == nil {
+		return invalid("parameter %s=%s needs a key: the secrets must carry %s or %s (Kubernetes: the StorageClass's "+
+			"csi.storage.k8s.io/provisioner-secret-name and -namespace; Nomad: the volume's secrets)",
+			ParamEncryption, plan.params.encryption, driver.SecretPassphrase, driver.SecretHexKey)
+	}
+	plan.keyFormat, plan.key = format, key
+	return nil
+}
+
+// checkSourceEncryption refuses what would leave data unencrypted: a volume
+// asked to be encrypted from a source that is not, and a copy of an
+// encrypted source (zfs send without -w decrypts).
+func checkSourceEncryption(plan volumePlan, src *source) error {
+	switch {
+	case plan.params.copySource && src.encrypted:
+		return invalid("%s=copy of an encrypted source would be sent decrypted: use %s=clone (a clone shares its source's key)",
+			ParamSourceMode, ParamSourceMode)
+	case plan.params.encryption != "" && !src.encrypted:
+		return invalid("parameter %s=%s: the source %q is not encrypted, and a volume made from it keeps its source's encryption",
+			ParamEncryption, plan.params.encryption, plan.sourceID)
+	}
+	return nil
 }
 
 // CreateVolume implements csi.ControllerServer. On the happy path it runs one
@@ -185,6 +237,9 @@ func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	if source := req.GetVolumeContentSource(); source != nil && plan.sourceID == "" {
 		return plan, invalid("volume_content_source needs an ID")
 	}
+	if err := planEncryption(&plan, req.GetSecrets()); err != nil {
+		return plan, err
+	}
 	if plan.sourceID != "" && plan.params.volBlockSize != 0 {
 		return plan, invalid("%s cannot be given for a volume made from a snapshot or volume: it keeps its source's", ParamVolBlockSize)
 	}
@@ -248,20 +303,21 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 			return nil, err
 		}
 		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row),
-			blockSize: row.VolBlockSize}
-		return src, checkSourceKind(plan, src)
+			blockSize: row.VolBlockSize, encrypted: row.KeyStatus != ""}
+		return src, checkSource(plan, src)
 	}
 	snapshot, dataset, err := s.snapshotName(plan.sourceID)
 	if err != nil {
 		return nil, err
 	}
-	if src, ok := s.sources.lookup(snapshot); ok {
+	needsCrypto := plan.params.encryption != "" || plan.params.copySource
+	if src, ok := s.sources.lookup(snapshot); ok && !needsCrypto {
 		src.remembered = true
-		return &src, checkSourceKind(plan, &src)
+		return &src, checkSource(plan, &src)
 	}
 	epoch := s.sources.begin()
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{dataset, snapshot},
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true})
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true, Crypto: true})
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +335,8 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 	}
 	src := s.snapshotSource(*snapshotRow, volumeRow)
 	s.sources.remember(epoch, src)
-	return &src, checkSourceKind(plan, &src)
+	src.encrypted = snapshotRow.KeyStatus != ""
+	return &src, checkSource(plan, &src)
 }
 
 // snapshotSource is a CSI snapshot as a content source: its kind and

@@ -42,7 +42,7 @@ func (s *Server) makeVolume(ctx context.Context, plan volumePlan, src *source, d
 	if src != nil {
 		return row, s.makeFromSource(ctx, plan, src, dataset, size, properties, locks)
 	}
-	options := zfs.CreateOptions{Properties: properties}
+	options := zfs.CreateOptions{Properties: properties, Key: plan.key}
 	if plan.zvol {
 		options.VolSize, options.Sparse = size, plan.params.thin
 	}
@@ -67,6 +67,9 @@ func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool)
 	}
 	if plan.sourceID != "" {
 		properties[s.props.Source] = plan.sourceID
+	}
+	if plan.params.encryption != "" && !fromSource {
+		properties["encryption"], properties["keyformat"], properties["keylocation"] = plan.params.encryption, plan.keyFormat, "prompt"
 	}
 	if !plan.zvol {
 		properties["mountpoint"] = "legacy"

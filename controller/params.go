@@ -21,6 +21,7 @@ const (
 	ParamThin          = "thin"          // "true": no reservation (sparse)
 	ParamVolBlockSize  = "volblocksize"  // zvols: block size in bytes (power of two, 512..128Ki)
 	ParamSourceMode    = "sourceMode"    // "clone" (default) or "copy": independent copy by send/receive
+	ParamEncryption    = "encryption"    // "on" or a cipher (aes-256-gcm, …): native encryption, key from the secrets
 	PropertyPrefix     = "zfs."          // "zfs.<property>": a native or user ZFS property
 	kubernetesPrefix   = "csi.storage.k8s.io/"
 )
@@ -60,13 +61,19 @@ var driverOwned = map[string]string{
 	"reservation":    "use the thin parameter",
 	"volblocksize":   "use the volblocksize parameter",
 	"readonly":       "read-only access is a property of the publish request",
-	"encryption":     "encrypted volumes are not supported yet (keys would be secrets)",
-	"keyformat":      "encrypted volumes are not supported yet (keys would be secrets)",
-	"keylocation":    "encrypted volumes are not supported yet (keys would be secrets)",
+	"encryption":     "use the encryption parameter, with the key in the secrets",
+	"keyformat":      "it follows the secret that carries the key (encryptionPassphrase or encryptionKey)",
+	"keylocation":    "keys reach zfs on stdin (keylocation=prompt), never from a file",
+	"pbkdf2iters":    "the driver keeps ZFS's default",
 	"zoned":          "zoned datasets are not supported",
 	"sharenfs":       "volumes are node-local",
 	"sharesmb":       "volumes are node-local",
 }
+
+// encryptionValues are the values of the encryption parameter, as zfs
+// takes them for the encryption property.
+var encryptionValues = map[string]bool{"on": true, "off": true, "aes-128-ccm": true, "aes-192-ccm": true, "aes-256-ccm": true,
+	"aes-128-gcm": true, "aes-192-gcm": true, "aes-256-gcm": true}
 
 // createParams are the validated parameters of a CreateVolume request.
 type createParams struct {
@@ -74,6 +81,7 @@ type createParams struct {
 	thin         bool
 	volBlockSize uint64
 	copySource   bool
+	encryption   string // "" for none, "on" or a cipher
 	properties   map[string]string // zfs.<property> from parameters and mutable_parameters
 	metadata     map[string]string // driver user property → CO metadata (PVC name, …)
 	hash         string            // fingerprint of everything above, for idempotency
@@ -107,6 +115,13 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 				err = invalid("parameter %s=%q must be clone or copy", key, value)
 			}
 			p.copySource = value == "copy"
+		case key == ParamEncryption:
+			if !encryptionValues[value] {
+				err = invalid("parameter %s=%q must be on, off or one of aes-128-ccm, aes-192-ccm, aes-256-ccm, aes-128-gcm, aes-192-gcm, aes-256-gcm", key, value)
+			}
+			if value != "off" {
+				p.encryption = value
+			}
 		case strings.HasPrefix(key, PropertyPrefix):
 			err = addProperty(p.properties, props, strings.TrimPrefix(key, PropertyPrefix), value, zvol, false)
 		case strings.HasPrefix(key, kubernetesPrefix):
@@ -115,7 +130,7 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 			}
 		default:
 			err = invalid("unknown parameter %q (known: %s, %s, %s, %s and %s<property>)",
-				key, ParamParentDataset, ParamThin, ParamVolBlockSize, ParamSourceMode, PropertyPrefix)
+				key, ParamParentDataset, ParamThin, ParamVolBlockSize, ParamSourceMode+", "+ParamEncryption, PropertyPrefix)
 		}
 		if err != nil {
 			return createParams{}, err

@@ -48,6 +48,9 @@ var stderrKinds = []struct {
 	fragment string
 	kind     error
 }{
+	{"incorrect key provided", ErrKeyRejected},
+	{"key already loaded", ErrKeyLoaded},
+	{"encryption key not loaded", ErrKeyUnavailable},
 	{"parent does not exist", ErrParentMissing},
 	{"no such parent", ErrParentMissing},
 	{"channel program execution failed", ErrProgram},

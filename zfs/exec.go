@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
@@ -104,7 +105,38 @@ func (e *Exec) Create(ctx context.Context, name string, opts CreateOptions) erro
 		}
 		args = append(args, "-V", strconv.FormatUint(opts.VolSize, 10))
 	}
-	return e.change(ctx, args, opts.Properties, name)
+	if len(opts.Key) == 0 {
+		return e.change(ctx, args, opts.Properties, name)
+	}
+	if opts.Properties["keylocation"] != "prompt" {
+		return fmt.Errorf("zfs create %s: %w: a key is given on stdin only with keylocation=prompt", name, ErrInvalid)
+	}
+	if err := checkNames(name); err != nil {
+		return err
+	}
+	options, err := propertyOptions(opts.Properties)
+	if err != nil {
+		return err
+	}
+	_, err = e.runWithInput(ctx, append(append([]string{e.cfg.ZFSPath}, args...), append(options, name)...), keyInput(opts.Key))
+	return err
+}
+
+// LoadKey runs `zfs load-key name` with the key on stdin.
+func (e *Exec) LoadKey(ctx context.Context, name string, key []byte) error {
+	if err := checkNames(name); err != nil {
+		return err
+	}
+	_, err := e.runWithInput(ctx, []string{e.cfg.ZFSPath, "load-key", name}, keyInput(key))
+	if errors.Is(err, ErrKeyLoaded) {
+		return nil
+	}
+	return err
+}
+
+// keyInput is a key as zfs reads it from stdin: one line.
+func keyInput(key []byte) io.Reader {
+	return io.MultiReader(bytes.NewReader(key), strings.NewReader("\n"))
 }
 
 // Clone runs `zfs clone -o k=v … snapshot name`.
@@ -330,11 +362,17 @@ func (e *Exec) zfs(ctx context.Context, args ...string) ([]byte, error) {
 // returns stdout, and stdout also when the command fails (List needs the rows
 // zfs printed before complaining about a missing root).
 func (e *Exec) run(ctx context.Context, argv []string) ([]byte, error) {
+	return e.runWithInput(ctx, argv, nil)
+}
+
+// runWithInput is run with stdin (nil for none): the one way a secret
+// reaches zfs.
+func (e *Exec) runWithInput(ctx context.Context, argv []string, stdin io.Reader) ([]byte, error) {
 	ctx, cancel := e.bound(ctx)
 	defer cancel()
 	p := e.command(ctx, argv)
 	var stdout bytes.Buffer
-	p.cmd.Stdout = &stdout
+	p.cmd.Stdout, p.cmd.Stdin = &stdout, stdin
 	if err := e.start(p); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ const (
 		"refquota,refreservation,volsize,volblocksize,creation,readonly,clones,defer_destroy"
 	datasetColumnCount = 15
 	spaceColumns       = "usedbysnapshots,compressratio"
+	cryptoColumns      = "keystatus"
 	spaceColumnCount   = 2
 	poolColumns        = "name,health,size,allocated,free,fragmentation"
 	poolColumnCount    = 6
@@ -51,7 +52,7 @@ func (e *Exec) List(ctx context.Context, opts ListOptions) ([]Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseDatasets(out, opts.UserProps, opts.Space)
+	return parseDatasets(out, opts)
 }
 
 // Pool runs `zpool list -H -p -o name,health,size,allocated,free,fragmentation pool`.
@@ -83,6 +84,9 @@ func listArgs(opts ListOptions) ([]string, error) {
 	columns := datasetColumns
 	if opts.Space {
 		columns += "," + spaceColumns
+	}
+	if opts.Crypto {
+		columns += "," + cryptoColumns
 	}
 	for _, prop := range opts.UserProps {
 		if !strings.Contains(prop, ":") || strings.ContainsAny(prop, ",=\t\n") {
@@ -145,7 +149,7 @@ func skipRoots(err error, opts ListOptions) error {
 
 // parseDatasets parses `zfs list -H -p` output with the datasetColumns, the
 // spaceColumns when space is set, and then userProps columns.
-func parseDatasets(out []byte, userProps []string, space bool) ([]Dataset, error) {
+func parseDatasets(out []byte, opts ListOptions) ([]Dataset, error) {
 	text := strings.TrimSuffix(string(out), "\n")
 	if text == "" {
 		return nil, nil
@@ -153,7 +157,7 @@ func parseDatasets(out []byte, userProps []string, space bool) ([]Dataset, error
 	lines := strings.Split(text, "\n")
 	datasets := make([]Dataset, 0, len(lines))
 	for i, line := range lines {
-		dataset, err := parseDataset(strings.Split(line, "\t"), userProps, space)
+		dataset, err := parseDataset(strings.Split(line, "\t"), opts)
 		if err != nil {
 			return nil, fmt.Errorf("zfs list: row %d: %w", i+1, err)
 		}
@@ -162,11 +166,15 @@ func parseDatasets(out []byte, userProps []string, space bool) ([]Dataset, error
 	return datasets, nil
 }
 
-func parseDataset(fields, userProps []string, space bool) (Dataset, error) {
+func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 	native, columns := datasetColumnCount, datasetColumns
-	if space {
-		native, columns = datasetColumnCount+spaceColumnCount, datasetColumns+","+spaceColumns
+	if opts.Space {
+		native, columns = native+spaceColumnCount, columns+","+spaceColumns
 	}
+	if opts.Crypto {
+		native, columns = native+1, columns+","+cryptoColumns
+	}
+	userProps := opts.UserProps
 	if want := native + len(userProps); len(fields) != want {
 		return Dataset{}, fmt.Errorf("%d columns, want %d (a value with a tab or newline?)", len(fields), want)
 	}
@@ -189,9 +197,12 @@ func parseDataset(fields, userProps []string, space bool) (Dataset, error) {
 		DeferDestroy:   r.onOff(14),
 		User:           userValues(userProps, fields[native:]),
 	}
-	if space {
+	if opts.Space {
 		d.UsedBySnapshots = r.number(datasetColumnCount)
 		d.CompressRatio = r.ratio(datasetColumnCount + 1)
+	}
+	if opts.Crypto {
+		d.KeyStatus = r.text(native - 1)
 	}
 	if r.err != nil {
 		return Dataset{}, fmt.Errorf("dataset %s: %w", d.Name, r.err)

@@ -44,6 +44,9 @@ type Dataset struct {
 
 	Creation time.Time
 	ReadOnly bool
+	// KeyStatus is "available" or "unavailable" for an encrypted dataset,
+	// "" otherwise; read only when ListOptions.Crypto asks for it.
+	KeyStatus string
 	// CreateTxg is the transaction group that made it; reported by
 	// SnapshotGroup only (0 elsewhere).
 	CreateTxg uint64
@@ -83,6 +86,10 @@ type CreateOptions struct {
 	Sparse bool
 	// Properties are native and user properties, passed as -o name=value.
 	Properties map[string]string
+	// Key is the wrapping key or passphrase of a new encrypted dataset
+	// (Properties set keylocation=prompt and keyformat): zfs reads it on
+	// stdin, so that it is never in an argv, a file or a log line.
+	Key []byte
 }
 
 // DestroyOptions select how Destroy treats descendants and dependents.
@@ -116,6 +123,9 @@ type ListOptions struct {
 	// Space also reads usedbysnapshots and compressratio (for metrics and
 	// operator listings; the RPCs do not need them).
 	Space bool
+	// Crypto also reads keystatus ("available", "unavailable", or "" for a
+	// dataset that is not encrypted): what staging needs to know.
+	Crypto bool
 }
 
 // CopyOptions are the options of Interface.Copy.
@@ -150,6 +160,10 @@ type Interface interface {
 	List(ctx context.Context, opts ListOptions) ([]Dataset, error)
 	// Pool reports one pool.
 	Pool(ctx context.Context, name string) (Pool, error)
+	// LoadKey loads an encrypted dataset's key (keylocation=prompt) from
+	// key, on stdin. A key already loaded is success; a wrong one is
+	// ErrKeyRejected.
+	LoadKey(ctx context.Context, name string, key []byte) error
 	// PoolStatus reports a pool's vdev errors and data errors.
 	PoolStatus(ctx context.Context, name string) (PoolStatus, error)
 	// Guarded changes check ownership and make the change in one command.
@@ -183,6 +197,14 @@ var (
 	ErrProgram = errors.New("channel program failed")
 	// ErrCrossPool: a clone was asked for in another pool than its origin.
 	ErrCrossPool = errors.New("source and target pools differ")
+	// ErrKeyRejected: the key or passphrase given does not open the
+	// encrypted dataset; nothing changed.
+	ErrKeyRejected = errors.New("incorrect encryption key")
+	// ErrKeyLoaded: load-key found the key already loaded.
+	ErrKeyLoaded = errors.New("encryption key already loaded")
+	// ErrKeyUnavailable: the dataset's key is not loaded, so it cannot be
+	// mounted or its device used.
+	ErrKeyUnavailable = errors.New("encryption key not loaded")
 )
 
 // Get reports one dataset (filesystem, volume or snapshot) with the given user
@@ -192,6 +214,7 @@ func Get(ctx context.Context, z Interface, name string, userProps []string) (Dat
 		Roots:     []string{name},
 		Types:     []Type{Filesystem, Volume, Snapshot},
 		UserProps: userProps,
+		Crypto:    true,
 	})
 	if err != nil {
 		return Dataset{}, err

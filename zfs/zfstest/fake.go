@@ -47,6 +47,8 @@ type fakeDataset struct {
 	clones       map[string]bool // snapshots only
 	deferDestroy bool
 	holds        int // user holds (zfs hold), snapshots only
+	key          []byte // encryption roots only (fake_crypto.go)
+	keyLoaded    bool
 }
 
 // NewFake returns a Fake holding the given pools (name → size in bytes), each
@@ -281,10 +283,22 @@ func (f *Fake) Create(ctx context.Context, name string, opts zfs.CreateOptions) 
 	if opts.VolSize > 0 {
 		typ = zfs.Volume
 	}
-	if err := f.checkNewDataset("create", name, typ, opts.Properties); err != nil {
+	props := copyProps(opts.Properties)
+	format := props["keyformat"]
+	encrypted, err := f.cryptoProps(name, props, opts.Key)
+	if err != nil {
 		return err
 	}
-	d := &fakeDataset{name: name, typ: typ, volSize: opts.VolSize, props: copyProps(opts.Properties)}
+	if encrypted && (opts.Properties["keylocation"] != "prompt" || checkKey(format, opts.Key) != nil) {
+		return f.fail("create", name, zfs.ErrInvalid)
+	}
+	if err := f.checkNewDataset("create", name, typ, props); err != nil {
+		return err
+	}
+	d := &fakeDataset{name: name, typ: typ, volSize: opts.VolSize, props: props}
+	if encrypted {
+		d.key, d.keyLoaded = append([]byte(nil), opts.Key...), true
+	}
 	if typ == zfs.Volume {
 		if opts.VolSize%d.volBlockSize() != 0 {
 			return f.fail("create", name, zfs.ErrInvalid)
@@ -542,6 +556,9 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 				continue
 			}
 			row := f.row(d, opts.UserProps)
+			if opts.Crypto {
+				row.KeyStatus = f.keyStatus(d)
+			}
 			if opts.Space {
 				// The fake neither compresses nor overwrites: snapshots hold
 				// nothing the dataset does not.
