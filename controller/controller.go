@@ -115,7 +115,7 @@ func (s *Server) getVolume(ctx context.Context, volumeID string) (zfs.Dataset, e
 	if err != nil {
 		return zfs.Dataset{}, volumeNotFound(volumeID, err)
 	}
-	row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All())
+	row, err := zfs.GetWithKeyStatus(ctx, s.zfs, dataset, s.props.All())
 	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.owner.LiveVolume(row)) {
 		return zfs.Dataset{}, volumeNotFound(volumeID, zfs.ErrNotFound)
 	}

@@ -81,7 +81,7 @@ type createParams struct {
 	thin         bool
 	volBlockSize uint64
 	copySource   bool
-	encryption   string // "" for none, "on" or a cipher
+	encryption   string            // "" for none, "on" or a cipher
 	properties   map[string]string // zfs.<property> from parameters and mutable_parameters
 	metadata     map[string]string // driver user property → CO metadata (PVC name, …)
 	hash         string            // fingerprint of everything above, for idempotency

@@ -196,7 +196,7 @@ func (s *Server) openVolume(volumeID string, check idCheck) (volumeRef, VolumeMo
 // the managed mark and is not deleted. A volume_context, when given, must
 // agree with what ZFS says.
 func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeContext map[string]string) (zfs.Dataset, error) {
-	row, err := zfs.Get(ctx, s.zfs, volume.dataset, s.props.All())
+	row, err := zfs.GetWithKeyStatus(ctx, s.zfs, volume.dataset, s.props.All())
 	if errors.Is(err, zfs.ErrNotFound) {
 		return zfs.Dataset{}, volumeNotFound(volume.id, "its dataset does not exist")
 	}

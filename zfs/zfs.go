@@ -210,12 +210,17 @@ var (
 // Get reports one dataset (filesystem, volume or snapshot) with the given user
 // properties, or ErrNotFound.
 func Get(ctx context.Context, z Interface, name string, userProps []string) (Dataset, error) {
-	rows, err := z.List(ctx, ListOptions{
-		Roots:     []string{name},
-		Types:     []Type{Filesystem, Volume, Snapshot},
-		UserProps: userProps,
-		Crypto:    true,
-	})
+	return get(ctx, z, ListOptions{Roots: []string{name}, UserProps: userProps})
+}
+
+// GetWithKeyStatus is Get that also reads keystatus (ListOptions.Crypto).
+func GetWithKeyStatus(ctx context.Context, z Interface, name string, userProps []string) (Dataset, error) {
+	return get(ctx, z, ListOptions{Roots: []string{name}, UserProps: userProps, Crypto: true})
+}
+
+func get(ctx context.Context, z Interface, opts ListOptions) (Dataset, error) {
+	opts.Types = []Type{Filesystem, Volume, Snapshot}
+	rows, err := z.List(ctx, opts)
 	if err != nil {
 		return Dataset{}, err
 	}

@@ -46,7 +46,7 @@ type fakeDataset struct {
 	createTxg    uint64
 	clones       map[string]bool // snapshots only
 	deferDestroy bool
-	holds        int // user holds (zfs hold), snapshots only
+	holds        int    // user holds (zfs hold), snapshots only
 	key          []byte // encryption roots only (fake_crypto.go)
 	keyLoaded    bool
 }
