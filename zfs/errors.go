@@ -49,6 +49,8 @@ var stderrKinds = []struct {
 	kind     error
 }{
 	{"incorrect key provided", ErrKeyRejected},
+	{"not an earlier snapshot", ErrInvalid},
+	{"is not earlier than", ErrInvalid},
 	{"key already loaded", ErrKeyLoaded},
 	{"encryption key not loaded", ErrKeyUnavailable},
 	{"parent does not exist", ErrParentMissing},

@@ -144,3 +144,27 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+func TestVolumeRangesReadsZFSSendAsItComes(t *testing.T) {
+	f := newFakeZFS(t)
+	f.set("zfs.send", "stdout", string(sampleStream(binary.LittleEndian)))
+	var got []StreamRange
+	err := NewExec(ExecConfig{}).VolumeRanges(t.Context(), "tank/csi/v@b", "tank/csi/v@a", func(r StreamRange) error {
+		got = append(got, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"send", "-L", "-e", "-c", "-i", "tank/csi/v@a", "tank/csi/v@b"}; !reflect.DeepEqual(f.argv("zfs.send"), want) {
+		t.Errorf("argv %q, want %q", f.argv("zfs.send"), want)
+	}
+	if len(got) != 6 {
+		t.Errorf("got %v", got)
+	}
+	f.fail("zfs.send", "cannot send 'tank/csi/v@a': not an earlier snapshot from the same fs")
+	err = NewExec(ExecConfig{}).VolumeRanges(t.Context(), "tank/csi/v@a", "tank/csi/v@b", func(StreamRange) error { return nil })
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("a base that is not earlier: got %v, want ErrInvalid (send's own error, not the empty stream's)", err)
+	}
+}

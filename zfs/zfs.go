@@ -164,6 +164,10 @@ type Interface interface {
 	// key, on stdin. A key already loaded is success; a wrong one is
 	// ErrKeyRejected.
 	LoadKey(ctx context.Context, name string, key []byte) error
+	// VolumeRanges reports the ranges of a zvol snapshot's data (from == "")
+	// or of what changed since the earlier snapshot from, as the records of
+	// a zfs send stream name them (send.go).
+	VolumeRanges(ctx context.Context, snapshot, from string, fn func(StreamRange) error) error
 	// PoolStatus reports a pool's vdev errors and data errors.
 	PoolStatus(ctx context.Context, name string) (PoolStatus, error)
 	// Guarded changes check ownership and make the change in one command.

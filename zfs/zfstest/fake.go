@@ -46,8 +46,9 @@ type fakeDataset struct {
 	createTxg    uint64
 	clones       map[string]bool // snapshots only
 	deferDestroy bool
-	holds        int    // user holds (zfs hold), snapshots only
-	key          []byte // encryption roots only (fake_crypto.go)
+	holds        int                  // user holds (zfs hold), snapshots only
+	key          []byte               // encryption roots only (fake_crypto.go)
+	blocks       map[uint64]fakeBlock // volumes and their snapshots (fake_data.go)
 	keyLoaded    bool
 }
 
