@@ -71,7 +71,7 @@ func wantHealth(t *testing.T, what string, got []string, want ...string) {
 func TestHealthReportsRealFaults(t *testing.T) {
 	dir := t.TempDir()
 	left, right := filepath.Join(dir, "left"), filepath.Join(dir, "right")
-	mustRun(t, "truncate", "-s", "256M", left, right)
+	mustRun(t, "truncate", "-s", "1G", left, right) // ZFS keeps 128 MiB of slop whatever the size
 	pool := "hpool"
 	run(t, "zpool", "destroy", "-f", pool) // a leftover of an earlier run, if any
 	mustRun(t, "zpool", "create", "-O", "mountpoint=none", pool, "mirror", left, right)
@@ -102,7 +102,7 @@ func TestHealthReportsRealFaults(t *testing.T) {
 
 	// Garbage over most of one side, past its front labels: a scrub finds
 	// the damage and repairs it from the other side.
-	mustRun(t, "dd", "if=/dev/urandom", "of="+right, "bs=1M", "seek=8", "count=200", "conv=notrunc,fsync", "status=none")
+	mustRun(t, "dd", "if=/dev/urandom", "of="+right, "bs=1M", "seek=8", "count=400", "conv=notrunc,fsync", "status=none")
 	mustRun(t, "zpool", "scrub", "-w", pool)
 	t.Logf("after the scrub:\n%s", mustRun(t, "zpool", "status", "-p", pool))
 	wantHealth(t, "a corrupted side, controller", d.controllerHealth(data.volume.GetVolumeId()), "DEGRADED/PoolDeviceErrors")
