@@ -100,7 +100,7 @@ var layers = map[string]int{
 	"":           5, // main: the entry point
 	"cli":        4, // the commands, the daemon among them
 	"plugin":     3, // the services wired together
-	"controller": 2, "node": 2, "inventory": 2, "metrics": 2,
+	"controller": 2, "node": 2, "inventory": 2, "metrics": 2, "snapmeta": 2,
 	"driver": 1, // what every service shares
 	"zfs":    0, // the storage layer: knows nothing of CSI
 }

@@ -34,6 +34,7 @@ func NewIdentity(cfg Config, log zerolog.Logger, ready func(context.Context) err
 	if withController {
 		capabilities = append(capabilities, service(csi.PluginCapability_Service_CONTROLLER_SERVICE),
 			service(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
+			service(csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE),
 			&csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
 				VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}})
 	}

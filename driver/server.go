@@ -33,6 +33,8 @@ type Services struct {
 	// GroupController serves group snapshots; served with the controller.
 	GroupController csi.GroupControllerServer
 	Node            csi.NodeServer
+	// SnapshotMetadata serves changed-block metadata (server streams).
+	SnapshotMetadata csi.SnapshotMetadataServer
 }
 
 // NewServer registers the services behind the shared interceptors. Extra
@@ -41,7 +43,7 @@ type Services struct {
 func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerInterceptor) *Server {
 	s := &Server{log: log}
 	chain := append(append([]grpc.UnaryServerInterceptor{}, extra...), s.logCall, recoverPanic, mapErrors)
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...), grpc.ChainStreamInterceptor(s.logStream))
 	if services.Identity != nil {
 		csi.RegisterIdentityServer(s.grpc, services.Identity)
 	}
@@ -53,6 +55,9 @@ func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerI
 	}
 	if services.Node != nil {
 		csi.RegisterNodeServer(s.grpc, services.Node)
+	}
+	if services.SnapshotMetadata != nil {
+		csi.RegisterSnapshotMetadataServer(s.grpc, services.SnapshotMetadata)
 	}
 	return s
 }
@@ -172,6 +177,41 @@ func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInf
 	}
 	event.Send()
 	return resp, err
+}
+
+// logStream logs a streaming call as logCall does a unary one, once it
+// ended, with the number of messages sent; a panic becomes INTERNAL.
+func (s *Server) logStream(srv any, stream grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	start := time.Now()
+	counted := &countingStream{ServerStream: stream}
+	defer func() {
+		if recovered := recover(); recovered != nil {
+			err = status.Errorf(codes.Internal, "panic: %v", recovered)
+		}
+		code := status.Code(err)
+		level := zerolog.InfoLevel
+		if code != codes.OK {
+			level = zerolog.WarnLevel
+		}
+		event := s.log.WithLevel(level).Str("method", info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]).
+			Int("responses", counted.sent).Dur("duration", time.Since(start)).Str("code", code.String())
+		if err != nil {
+			event = event.Str("error", status.Convert(err).Message())
+		}
+		event.Send()
+	}()
+	return Status(handler(srv, counted))
+}
+
+// countingStream counts the messages a stream sends.
+type countingStream struct {
+	grpc.ServerStream
+	sent int
+}
+
+func (c *countingStream) SendMsg(m any) error {
+	c.sent++
+	return c.ServerStream.SendMsg(m)
 }
 
 // isPoll marks the calls a CO makes all the time, logged at debug when they succeed.

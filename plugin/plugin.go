@@ -15,6 +15,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/snapmeta"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -34,9 +35,10 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 	}
 	ready := func(ctx context.Context) error { return inventory.CheckParents(ctx, z, cfg) }
 	return &Plugin{Controller: controllerService, Services: driver.Services{
-		Identity:        driver.NewIdentity(cfg, log, ready, true),
-		Controller:      controllerService,
-		GroupController: controllerService.Group(),
-		Node:            node.New(cfg, z, mounter, log, nodeOptions),
+		Identity:         driver.NewIdentity(cfg, log, ready, true),
+		Controller:       controllerService,
+		GroupController:  controllerService.Group(),
+		Node:             node.New(cfg, z, mounter, log, nodeOptions),
+		SnapshotMetadata: snapmeta.New(cfg, z),
 	}}, nil
 }
