@@ -3,8 +3,10 @@ package ctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
@@ -82,6 +84,12 @@ var commands = map[string]command{
 		args: 1, more: true, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.group.DeleteVolumeGroupSnapshot(ctx, &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: r.args[0], SnapshotIds: r.args[1:]})
 		}},
+	"metadata-allocated": {usage: "SNAPSHOT_ID [--starting-offset N] [--max-results N]",
+		summary: "GetMetadataAllocated: the ranges a zvol snapshot holds (the stream's responses in one)", args: 1,
+		flags: metadataFlags, call: metadataAllocated},
+	"metadata-delta": {usage: "BASE_SNAPSHOT_ID TARGET_SNAPSHOT_ID [--starting-offset N] [--max-results N]",
+		summary: "GetMetadataDelta: the ranges that changed between two snapshots of a zvol", args: 2,
+		flags: metadataFlags, call: metadataDelta},
 	"list-snapshots": {usage: "[--volume VOLUME_ID | --snapshot SNAPSHOT_ID] [--max-entries N] [--starting-token T]",
 		summary: "ListSnapshots", call: listSnapshots,
 		flags: func(flags *flag.FlagSet, r *request) {
@@ -286,4 +294,51 @@ func publish(ctx context.Context, c *clients, r *request) (proto.Message, error)
 	}
 	return c.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: r.args[0], TargetPath: r.args[1],
 		StagingTargetPath: r.stagingPath, VolumeCapability: capability, Readonly: r.readOnly, VolumeContext: r.volumeContext})
+}
+
+func metadataFlags(flags *flag.FlagSet, r *request) {
+	flags.Int64Var(&r.startingOffset, "starting-offset", 0, "the byte to start from")
+	flags.IntVar(&r.maxEntries, "max-results", 0, "extents per response (0: the plugin's choice)")
+}
+
+// metadataAllocated reads the whole stream into one response.
+func metadataAllocated(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+	stream, err := c.metadata.GetMetadataAllocated(ctx, &csi.GetMetadataAllocatedRequest{SnapshotId: r.args[0],
+		StartingOffset: r.startingOffset, MaxResults: int32(r.maxEntries)})
+	if err != nil {
+		return nil, err
+	}
+	all := &csi.GetMetadataAllocatedResponse{}
+	return all, drainStream(stream.Recv, func(response *csi.GetMetadataAllocatedResponse) {
+		all.BlockMetadataType, all.VolumeCapacityBytes = response.GetBlockMetadataType(), response.GetVolumeCapacityBytes()
+		all.BlockMetadata = append(all.BlockMetadata, response.GetBlockMetadata()...)
+	})
+}
+
+// metadataDelta reads the whole stream into one response.
+func metadataDelta(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+	stream, err := c.metadata.GetMetadataDelta(ctx, &csi.GetMetadataDeltaRequest{BaseSnapshotId: r.args[0], TargetSnapshotId: r.args[1],
+		StartingOffset: r.startingOffset, MaxResults: int32(r.maxEntries)})
+	if err != nil {
+		return nil, err
+	}
+	all := &csi.GetMetadataDeltaResponse{}
+	return all, drainStream(stream.Recv, func(response *csi.GetMetadataDeltaResponse) {
+		all.BlockMetadataType, all.VolumeCapacityBytes = response.GetBlockMetadataType(), response.GetVolumeCapacityBytes()
+		all.BlockMetadata = append(all.BlockMetadata, response.GetBlockMetadata()...)
+	})
+}
+
+// drainStream receives until the stream ends.
+func drainStream[T any](recv func() (T, error), take func(T)) error {
+	for {
+		response, err := recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		take(response)
+	}
 }

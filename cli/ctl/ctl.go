@@ -40,23 +40,24 @@ type command struct {
 
 // request holds what the flags and arguments of a command say.
 type request struct {
-	args          []string
-	size, limit   string
-	block         bool
-	fsType        string
-	accessMode    string
-	params        keyValues
-	mutable       keyValues
-	volumeContext keyValues
-	mountFlags    envflag.List
-	fromSnapshot  string
-	fromVolume    string
-	stagingPath   string
-	readOnly      bool
-	volumeID      string
-	snapshotID    string
-	maxEntries    int
-	startingToken string
+	args           []string
+	size, limit    string
+	block          bool
+	fsType         string
+	accessMode     string
+	params         keyValues
+	mutable        keyValues
+	volumeContext  keyValues
+	mountFlags     envflag.List
+	fromSnapshot   string
+	fromVolume     string
+	stagingPath    string
+	readOnly       bool
+	volumeID       string
+	snapshotID     string
+	maxEntries     int
+	startingOffset int64
+	startingToken  string
 }
 
 // clients holds the service clients of one connection.
@@ -65,6 +66,7 @@ type clients struct {
 	controller csi.ControllerClient
 	node       csi.NodeClient
 	group      csi.GroupControllerClient
+	metadata   csi.SnapshotMetadataClient
 }
 
 // Run runs one ctl command: zfs-csi ctl [FLAGS] COMMAND [ARGS] [FLAGS].
@@ -119,7 +121,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn),
-		group: csi.NewGroupControllerClient(conn)}
+		group: csi.NewGroupControllerClient(conn), metadata: csi.NewSnapshotMetadataClient(conn)}
 	response, err := command.call(ctx, client, parsed)
 	if err != nil {
 		if s, ok := status.FromError(err); ok {

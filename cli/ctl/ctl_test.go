@@ -227,3 +227,22 @@ func TestCtlTakesGetsAndDeletesAGroupSnapshot(t *testing.T) {
 		t.Error("create-group-snapshot without a volume ran")
 	}
 }
+
+func TestCtlReadsSnapshotMetadataStreamsWhole(t *testing.T) {
+	h := newCtlHarness(t)
+	volumeID, _ := field(h.ctl("create-volume", "blk", "--size", "1M", "--block"), "volume", "volume_id").(string)
+	base, _ := field(h.ctl("create-snapshot", "base", volumeID), "snapshot", "snapshot_id").(string)
+	if err := h.fixture.Fake.WriteBlocks("tank/csi/blk", 0, 48<<10); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := field(h.ctl("create-snapshot", "target", volumeID), "snapshot", "snapshot_id").(string)
+	allocated := h.ctl("metadata-allocated", target, "--max-results", "1")
+	blocks, _ := field(allocated, "block_metadata").([]any)
+	if len(blocks) != 1 || field(blocks[0], "size_bytes") != "49152" || field(allocated, "volume_capacity_bytes") != "1048576" {
+		t.Errorf("metadata-allocated printed %v", allocated)
+	}
+	delta := h.ctl("metadata-delta", base, target, "--starting-offset", "16384")
+	if blocks, _ := field(delta, "block_metadata").([]any); len(blocks) != 1 || field(blocks[0], "byte_offset") != "16384" {
+		t.Errorf("metadata-delta printed %v", delta)
+	}
+}
