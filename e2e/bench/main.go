@@ -73,7 +73,7 @@ func parseConfig() config {
 	flag.IntVar(&c.pageSize, "page", 100, "ListVolumes page size")
 	flag.IntVar(&c.listRepeats, "list-repeats", 5, "rounds of the listing comparison")
 	flag.IntVar(&c.starts, "starts", 10, "daemon starts")
-	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3,7", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
+	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3,7,8", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
 	flag.StringVar(&c.logLevel, "log-level", "info", "the daemons' --log-level (debug logs each zfs command with its duration)")
 	quick := flag.Bool("quick", false, "a small run to check the bench itself (n=4, 40 concurrent, 100 listed)")
 	flag.Parse()
@@ -132,6 +132,7 @@ func runBench(cfg config) error {
 		"2": {"2 concurrency", b.concurrency},
 		"3": {"3 listing", b.listing},
 		"7": {"7 group snapshots", b.groupSnapshots},
+		"8": {"8 snapshot metadata", b.snapshotMetadata},
 	}
 	for _, number := range strings.Split(cfg.sections, ",") {
 		section, ok := sections[strings.TrimSpace(number)]
@@ -245,7 +246,7 @@ func (b *bench) table() string {
 		"",
 	}
 	var rows []row
-	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7"} {
+	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7", "8"} {
 		rows = append(rows, b.rows[section]...)
 	}
 	notes := append([]string{}, b.notes...)
