@@ -144,8 +144,14 @@ func TestSnapshotMetadataRefusesWhatItCannotAnswer(t *testing.T) {
 	}{
 		{"a filesystem volume's snapshot", func() error { _, err := d.allocated(fsSnapshot, 0); return err }(), codes.FailedPrecondition},
 		{"a base later than the target", func() error { _, err := d.delta(newer, older); return err }(), codes.InvalidArgument},
-		{"another node's snapshot", func() error { _, err := d.allocated("other-node:"+datasetOf(t, zvol.GetVolumeId())+"@x", 0); return err }(), codes.NotFound},
-		{"a snapshot that is not there", func() error { _, err := d.allocated(fmt.Sprintf("%s:%s@gone", nodeID, datasetOf(t, zvol.GetVolumeId())), 0); return err }(), codes.NotFound},
+		{"another node's snapshot", func() error {
+			_, err := d.allocated("other-node:"+datasetOf(t, zvol.GetVolumeId())+"@x", 0)
+			return err
+		}(), codes.NotFound},
+		{"a snapshot that is not there", func() error {
+			_, err := d.allocated(fmt.Sprintf("%s:%s@gone", nodeID, datasetOf(t, zvol.GetVolumeId())), 0)
+			return err
+		}(), codes.NotFound},
 	} {
 		if status.Code(test.err) != test.want {
 			t.Errorf("%s: got %v, want %s", test.what, test.err, test.want)
