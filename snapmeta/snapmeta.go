@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -74,9 +75,12 @@ func (s *Server) GetMetadataDelta(req *csi.GetMetadataDeltaRequest, stream csi.S
 	if err != nil {
 		return driver.Status(err)
 	}
-	if base.volume != target.volume {
+	switch {
+	case base.volume != target.volume:
 		return status.Errorf(codes.InvalidArgument, "base %q and target %q are snapshots of different volumes",
 			req.GetBaseSnapshotId(), req.GetTargetSnapshotId())
+	case base.created.After(target.created) || base.name == target.name:
+		return status.Errorf(codes.InvalidArgument, "base %q is not earlier than target %q", req.GetBaseSnapshotId(), req.GetTargetSnapshotId())
 	}
 	out, err := newExtents(target, req.GetStartingOffset(), req.GetMaxResults(), func(extents []*csi.BlockMetadata) error {
 		return stream.Send(&csi.GetMetadataDeltaResponse{BlockMetadataType: csi.BlockMetadataType_VARIABLE_LENGTH,
@@ -96,6 +100,7 @@ func (s *Server) GetMetadataDelta(req *csi.GetMetadataDeltaRequest, stream csi.S
 type zvolSnapshot struct {
 	name, volume string
 	volSize      uint64
+	created      time.Time
 }
 
 // zvolSnapshot resolves a snapshot ID (one zfs list): NOT_FOUND unless it
@@ -120,7 +125,7 @@ func (s *Server) zvolSnapshot(ctx context.Context, field, id string) (zvolSnapsh
 		return zvolSnapshot{}, status.Errorf(codes.FailedPrecondition,
 			"snapshot %q is of a filesystem volume: snapshot metadata is served for block (zvol) volumes only", id)
 	}
-	return zvolSnapshot{name: name, volume: dataset, volSize: row.VolSize}, nil
+	return zvolSnapshot{name: name, volume: dataset, volSize: row.VolSize, created: row.Creation}, nil
 }
 
 // extents merges the ranges a stream names, in offset order, into maximal

@@ -43,15 +43,16 @@ func (e *Exec) VolumeRanges(ctx context.Context, snapshot, from string, fn func(
 		return err
 	}
 	readErr := ReadStream(stream, fn)
-	if readErr != nil {
-		stop() // fn gave up, or the stream is unreadable: send need not go on
+	if readErr != nil && !errors.Is(readErr, ErrStream) {
+		stop() // fn gave up: send need not go on
 	}
 	stream.Close() // a send still writing fails instead of blocking
 	sendErr := e.wait(sendCtx, send)
+	var failed *CommandError
 	switch {
 	case readErr == nil:
 		return sendErr
-	case errors.Is(readErr, ErrStream) && sendErr != nil && sendCtx.Err() == nil:
+	case errors.Is(readErr, ErrStream) && errors.As(sendErr, &failed) && failed.Stderr != "":
 		return sendErr // send failed first: its stderr says why the stream broke
 	}
 	return readErr
