@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -39,6 +40,11 @@ type Server struct {
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
 	// snapshot (before 2.2): CreateSnapshot lists and snapshots from then on.
 	noGuardedSnapshots atomic.Bool
+	// groupProbe remembers whether ZFS can take group snapshots.
+	groupProbe struct {
+		sync.Mutex
+		known, supported bool
+	}
 }
 
 // New builds the service; cfg must be valid (driver.Config.Validate).

@@ -32,8 +32,17 @@ type GroupServer struct {
 // Group returns the GroupController service of this controller.
 func (s *Server) Group() *GroupServer { return &GroupServer{s: s} }
 
-// GroupControllerGetCapabilities implements csi.GroupControllerServer.
-func (g *GroupServer) GroupControllerGetCapabilities(context.Context, *csi.GroupControllerGetCapabilitiesRequest) (*csi.GroupControllerGetCapabilitiesResponse, error) {
+// GroupControllerGetCapabilities implements csi.GroupControllerServer: the
+// group snapshot capability only where ZFS can take a group (OpenZFS 2.2
+// or later; one zfs program asks, the first time).
+func (g *GroupServer) GroupControllerGetCapabilities(ctx context.Context, _ *csi.GroupControllerGetCapabilitiesRequest) (*csi.GroupControllerGetCapabilitiesResponse, error) {
+	supported, err := g.s.groupSupport(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !supported {
+		return &csi.GroupControllerGetCapabilitiesResponse{}, nil
+	}
 	return &csi.GroupControllerGetCapabilitiesResponse{Capabilities: []*csi.GroupControllerServiceCapability{{
 		Type: &csi.GroupControllerServiceCapability_Rpc{Rpc: &csi.GroupControllerServiceCapability_RPC{
 			Type: csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT}}}}}, nil
@@ -104,6 +113,21 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		}
 	}
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: group}, nil
+}
+
+// groupSupport asks ZFS once whether it can take group snapshots.
+func (s *Server) groupSupport(ctx context.Context) (bool, error) {
+	s.groupProbe.Lock()
+	defer s.groupProbe.Unlock()
+	if s.groupProbe.known {
+		return s.groupProbe.supported, nil
+	}
+	supported, err := s.zfs.ProgramsSetProperties(ctx, zfs.PoolOf(s.cfg.ParentDatasets[0]))
+	if err != nil {
+		return false, err
+	}
+	s.groupProbe.known, s.groupProbe.supported = true, supported
+	return supported, nil
 }
 
 // groupSources resolves the source volume IDs of a group to datasets of one

@@ -200,3 +200,26 @@ func TestGroupSnapshotGetAndDelete(t *testing.T) {
 		t.Errorf("another node's group: got %v, want FailedPrecondition", err)
 	}
 }
+
+func TestGroupSnapshotsOnZFSBefore22AreNotOfferedAndRefused(t *testing.T) {
+	h := newHarness(t)
+	a := h.create(createRequest("a", 1<<30, mountCapability(""))).GetVolumeId()
+	h.fake.PlayBefore22()
+	capabilities, err := h.server.Group().GroupControllerGetCapabilities(context.Background(), &csi.GroupControllerGetCapabilitiesRequest{})
+	if err != nil || len(capabilities.GetCapabilities()) != 0 {
+		t.Errorf("capabilities on 2.1: %v, %v; want none", capabilities, err)
+	}
+	before := h.fake.Names()
+	_, err = h.server.Group().CreateVolumeGroupSnapshot(context.Background(), &csi.CreateVolumeGroupSnapshotRequest{Name: "g", SourceVolumeIds: []string{a}})
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "2.2") {
+		t.Errorf("got %v, want FailedPrecondition naming OpenZFS 2.2", err)
+	}
+	if after := h.fake.Names(); !slices.Equal(before, after) {
+		t.Errorf("datasets changed: %v → %v", before, after)
+	}
+	h.fake.ResetCalls()
+	h.server.Group().GroupControllerGetCapabilities(context.Background(), &csi.GroupControllerGetCapabilitiesRequest{})
+	if calls := h.fake.TotalCalls(); calls != 0 {
+		t.Errorf("asked ZFS again: %v", h.fake.Calls())
+	}
+}

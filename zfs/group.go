@@ -156,6 +156,14 @@ if whole == #datasets then return {outcome = "present", members = members} end
 return {outcome = "done", members = members}
 `
 
+// ProgramsSetProperties implements Guarded with one `zfs program` that only
+// looks.
+func (e *Exec) ProgramsSetProperties(ctx context.Context, pool string) (bool, error) {
+	result, err := e.program(ctx, "probe", `if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
+return {outcome = "done"}`, pool)
+	return result.Outcome == "done", err
+}
+
 // groupMember is one member as groupSnapshotProgram reports it.
 type groupMember struct {
 	Referenced int64  `json:"referenced"`

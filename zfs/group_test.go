@@ -56,3 +56,15 @@ func TestSnapshotGroupRefusesWhatOneProgramCannotDo(t *testing.T) {
 		})
 	}
 }
+
+func TestProgramsSetPropertiesAsksZFS(t *testing.T) {
+	for outcome, want := range map[string]bool{"done": true, "unsupported": false} {
+		f := newFakeZFS(t)
+		f.set("zfs.program", "read-stdin", "")
+		f.set("zfs.program", "stdout", `{"return": {"outcome": "`+outcome+`"}}`)
+		got, err := NewExec(ExecConfig{}).ProgramsSetProperties(context.Background(), "tank")
+		if err != nil || got != want {
+			t.Errorf("%s: got %v, %v", outcome, got, err)
+		}
+	}
+}

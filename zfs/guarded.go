@@ -179,4 +179,8 @@ type Guarded interface {
 	// datasets of several pools, ErrUnsupported (nothing changed) on ZFS
 	// before 2.2.
 	SnapshotGroup(ctx context.Context, req GroupSnapshotRequest) (GroupSnapshotResult, error)
+	// ProgramsSetProperties reports whether channel programs on pool can
+	// set properties (zfs.sync.set_prop, OpenZFS 2.2): what SnapshotGuarded
+	// and SnapshotGroup need.
+	ProgramsSetProperties(ctx context.Context, pool string) (bool, error)
 }

@@ -23,6 +23,7 @@ type Fake struct {
 	datasets map[string]*fakeDataset
 	clock    time.Time
 	txg      uint64 // each call is a transaction group of its own
+	before22 bool   // programs cannot set properties (PlayBefore22)
 	calls    map[string]int
 	failures map[string][]error
 	busy     map[string]bool

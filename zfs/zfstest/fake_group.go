@@ -16,6 +16,9 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 	if err := f.begin(ctx, "SnapshotGroup"); err != nil {
 		return zfs.GroupSnapshotResult{}, err
 	}
+	if f.before22 {
+		return zfs.GroupSnapshotResult{}, fmt.Errorf("zfs program: zfs.sync.set_prop: %w", zfs.ErrUnsupported)
+	}
 	if len(req.Datasets) == 0 || req.Snapshot == "" || req.Group == "" || req.Named == "" || req.Name == "" {
 		return zfs.GroupSnapshotResult{}, fmt.Errorf("SnapshotGroup: %w", zfs.ErrInvalid)
 	}
@@ -92,6 +95,25 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 		result.Volumes = append(result.Volumes, f.snapshottedVolume(d, ""))
 	}
 	return result, nil
+}
+
+// ProgramsSetProperties implements Guarded: the Fake plays OpenZFS 2.2 or
+// later unless PlayBefore22 was called.
+func (f *Fake) ProgramsSetProperties(ctx context.Context, pool string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "ProgramsSetProperties"); err != nil {
+		return false, err
+	}
+	return !f.before22, nil
+}
+
+// PlayBefore22 makes the Fake answer as OpenZFS 2.1 does: programs cannot
+// set properties, so SnapshotGroup is ErrUnsupported.
+func (f *Fake) PlayBefore22() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.before22 = true
 }
 
 // takeMember snapshots one dataset of a group with the group's marks.
