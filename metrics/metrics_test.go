@@ -235,10 +235,10 @@ func TestListenAddressBindsLoopbackUnlessAHostIsNamed(t *testing.T) {
 	tests := []struct {
 		name, address, want string
 	}{
-		{"a bare port binds loopback", "9808", "127.0.0.1:9808"},
-		{"a port without a host binds loopback", ":9808", "127.0.0.1:9808"},
-		{"a named host is kept", "0.0.0.0:9808", "0.0.0.0:9808"},
-		{"an IPv6 host is kept", "[::1]:9808", "[::1]:9808"},
+		{"a bare port binds loopback", "9820", "127.0.0.1:9820"},
+		{"a port without a host binds loopback", ":9820", "127.0.0.1:9820"},
+		{"a named host is kept", "0.0.0.0:9820", "0.0.0.0:9820"},
+		{"an IPv6 host is kept", "[::1]:9820", "[::1]:9820"},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
