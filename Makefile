@@ -5,11 +5,17 @@ export ZFS_VERSION
 
 .PHONY: build test e2e demo e2e-image e2e-systemd bench
 
-build:
-	CGO_ENABLED=0 go build -ldflags "-X main.version=$(VERSION)" -o out/zfs-csi .
+# A static, stripped binary (-s -w: no symbol table or DWARF).
+LDFLAGS := -s -w -X main.version=$(VERSION)
 
+build:
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o out/zfs-csi .
+
+# The packages are built and linted before the Go tests: lint-packages
+# installs lintian, rpmlint and rpm when missing, and packaging/versions_test.go
+# compares versions with dpkg's and rpm's rules.
 test:
-	go build ./... && go vet ./... && go test ./...
+	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages && go test ./...
 
 # Boots a Debian guest with real ZFS under qemu (TCG) and runs the smoke check,
 # csi-sanity and the e2e Go tests in it. First run builds the guest image (~10 min).
@@ -43,18 +49,37 @@ e2e-systemd:
 # Distro packages into dist/ (packaging/nfpm.yaml): the static binary in
 # /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi. nfpm is pinned
 # here (v2.44.2 is the newest that installs from the Go module proxy) and built
-# into out/tools on first use. Package versions: tag v1.2.3 → 1.2.3; an
-# untagged commit → 0.0.0+git<commit>.
+# into out/tools on first use. One package per architecture in PKG_ARCHES (the
+# binary is static: cross-compiled). Package versions sort by commit time:
+# tag v1.2.3 → 1.2.3; a commit after it → 1.2.3+git<UTC commit time>.<hash>
+# (0.0.0+git… before the first tag), after 1.2.3 and before 1.2.4 for dpkg and
+# rpm alike (packaging/versions_test.go checks the order with both).
 NFPM_VERSION := v2.44.2
 NFPM := out/tools/nfpm-$(NFPM_VERSION)
-PKG_VERSION ?= $(shell echo '$(VERSION)' | sed -E 's/^v?([0-9]+\.[0-9])/\1/; t ok; s/^/0.0.0+git/; :ok; s/-/./g')
-PKG_ARCH ?= $(shell go env GOARCH)
+COMMIT_TIME := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0)
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LAST_TAG := $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null | sed 's/^v//')
+PKG_VERSION ?= $(shell echo '$(VERSION)' | grep -Eq '^v?[0-9]+\.[0-9]+\.[0-9]+$$' && echo '$(VERSION)' | sed 's/^v//' || echo '$(or $(LAST_TAG),0.0.0)+git$(COMMIT_TIME).$(COMMIT)')
+PKG_ARCHES ?= amd64 arm64
 
-.PHONY: deb rpm verify-unit
+.PHONY: deb rpm verify-unit lint-packages pkg-version
+
+pkg-version:
+	@echo '$(PKG_VERSION)'
+
+# lintian and rpmlint on every package, and each binary's ELF machine against
+# its package's architecture (packaging/lint.sh installs the linters from
+# Debian when they are missing).
+lint-packages: deb rpm
+	packaging/lint.sh dist
 
 deb rpm: build verify-unit $(NFPM)
-	mkdir -p dist && rm -f dist/*.$@
-	PKG_VERSION='$(PKG_VERSION)' PKG_ARCH='$(PKG_ARCH)' $(NFPM) package --config packaging/nfpm.yaml --packager $@ --target dist/
+	mkdir -p dist out/pkg && rm -f dist/*.$@
+	gzip -9n < packaging/zfs-csi.8 > out/pkg/zfs-csi.8.gz
+	for arch in $(PKG_ARCHES); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags "$(LDFLAGS)" -o out/pkg/zfs-csi . && \
+		PKG_VERSION='$(PKG_VERSION)' PKG_ARCH=$$arch $(NFPM) package --config packaging/nfpm.yaml --packager $@ --target dist/ || exit 1; \
+	done
 
 $(NFPM):
 	mkdir -p out/tools

@@ -203,7 +203,7 @@ main() {
 	systemd)
 		# The package as a user installs it: guest/systemd/suite.sh.
 		make -C "$REPO" --no-print-directory deb || die "the .deb does not build (make deb)"
-		cp "$REPO"/dist/zfs-csi_*.deb "$SHARE/"
+		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$SHARE/"
 		share_binary "$(csi_sanity)" csi-sanity
 		;;
 	bench)
