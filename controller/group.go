@@ -33,8 +33,8 @@ type GroupServer struct {
 func (s *Server) Group() *GroupServer { return &GroupServer{s: s} }
 
 // GroupControllerGetCapabilities implements csi.GroupControllerServer: the
-// group snapshot capability only where ZFS can take a group (OpenZFS 2.2
-// or later; one zfs program asks, the first time).
+// group snapshot capability only where ZFS can take a group (its channel
+// programs can set properties; one zfs program asks, the first time).
 func (g *GroupServer) GroupControllerGetCapabilities(ctx context.Context, _ *csi.GroupControllerGetCapabilitiesRequest) (*csi.GroupControllerGetCapabilitiesResponse, error) {
 	supported, err := g.s.groupSupport(ctx)
 	if err != nil {
@@ -88,7 +88,7 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 	switch {
 	case errors.Is(err, zfs.ErrUnsupported):
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"group snapshots need OpenZFS 2.2 or later (a channel program that sets properties); this ZFS has none: %v", err)
+			"group snapshots need channel programs that set properties (zfs.sync.set_prop); this ZFS has none: %v", err)
 	case errors.Is(err, zfs.ErrNotFound):
 		return nil, status.Errorf(codes.NotFound, "a source volume does not exist: %v", err)
 	case errors.Is(err, zfs.ErrExists):
