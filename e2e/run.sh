@@ -202,8 +202,8 @@ main() {
 		;;
 	systemd)
 		# The package as a user installs it: guest/systemd/suite.sh.
-		make -C "$REPO" --no-print-directory deb || die "the .deb does not build (make deb)"
-		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$SHARE/"
+		make -C "$REPO" --no-print-directory deb rpm || die "the packages do not build (make deb rpm)"
+		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$REPO"/dist/zfs-csi-*.x86_64.rpm "$SHARE/"
 		share_binary "$(csi_sanity)" csi-sanity
 		;;
 	bench)

@@ -265,6 +265,39 @@ step_remove_purge() {
 	STEP_NOTE="unit removed, conffile purged; $(wc -l <"$WORK/zfs-before") datasets/snapshots unchanged ($volume, $snapshot)"
 }
 
+# step_rpm: the .rpm as an RPM distribution installs it (rpm -i; --nodeps
+# because Debian's rpm database knows no "zfs" package): its files, the
+# configuration in /etc/sysconfig, the service READY with a parent dataset
+# named there, and rpm -e removing the package while every dataset stays.
+step_rpm() {
+	local rpm
+	rpm=$(ls "$SHARE"/zfs-csi-*.x86_64.rpm 2>/dev/null | head -1)
+	check "the .rpm was shared" test -n "$rpm" || return 1
+	say "rpm -i --nodeps $(basename "$rpm")"
+	rpm -i --nodeps "$rpm" 2>&1 | sed 's/^/    /'
+	check "rpm -q zfs-csi" rpm -q zfs-csi || return 1
+	check "the configuration is /etc/sysconfig/zfs-csi, a %config(noreplace) file" \
+		bash -c "rpm -qc zfs-csi | grep -qx /etc/sysconfig/zfs-csi" || return 1
+	check "the license is %license" bash -c "rpm -qL zfs-csi | grep -qx /usr/share/licenses/zfs-csi/LICENSE" || return 1
+	check "the examples are %doc" bash -c "rpm -qd zfs-csi | grep -q examples/kubernetes/30-sidecars.yaml" || return 1
+	zfs create -p "$POOL/rpm-csi"
+	echo "ZFS_CSI_PARENT_DATASETS=$POOL/rpm-csi" >>/etc/sysconfig/zfs-csi
+	systemctl daemon-reload
+	check "systemctl restart returns once READY" systemctl restart "$UNIT" || { show_unit; return 1; }
+	check "the unit is active (running)" is_state active running || { show_unit; return 1; }
+	check "the daemon read /etc/sysconfig/zfs-csi" bash -c "journalctl -u $UNIT -b --no-pager | grep -q '$POOL/rpm-csi'" || return 1
+	datasets >"$WORK/zfs-before-rpm"
+	say "rpm -e zfs-csi"
+	rpm -e zfs-csi 2>&1 | sed 's/^/    /'
+	check "rpm -q says not installed" bash -c "! rpm -q zfs-csi" || return 1
+	check "the daemon is stopped" bash -c "! pgrep -x zfs-csi" || return 1
+	check "no file of the package is left but the edited configuration (.rpmsave)" \
+		bash -c "! ls /usr/sbin/zfs-csi /usr/lib/systemd/system/zfs-csi.service /usr/share/doc/zfs-csi /usr/share/licenses/zfs-csi 2>/dev/null | grep -q ." || return 1
+	datasets >"$WORK/zfs-after-rpm"
+	check "zfs list -t all is identical after rpm -e" diff -u "$WORK/zfs-before-rpm" "$WORK/zfs-after-rpm" || return 1
+	STEP_NOTE="installed, READY from /etc/sysconfig, erased with every dataset left"
+}
+
 main() {
 	mkdir -p "$RESULTS" "$WORK"
 	local failed=0
@@ -279,6 +312,7 @@ main() {
 		step kubernetes-mode step_kubernetes_mode || failed=$((failed + 1))
 		dump_journal
 		step remove-and-purge step_remove_purge || failed=$((failed + 1))
+		step rpm-install-and-erase step_rpm || failed=$((failed + 1))
 	fi
 	[[ -s $DRIVER_LOG ]] || dump_journal
 	say "systemd-booted run finished with $failed failed steps after $SECONDS s"
