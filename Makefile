@@ -16,6 +16,7 @@ build:
 # compares versions with dpkg's and rpm's rules.
 test:
 	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages && go test ./...
+	cd packaging/monitoring && go vet ./... && go test ./...
 
 # Boots a Debian guest with real ZFS under qemu (TCG) and runs the smoke check,
 # csi-sanity and the e2e Go tests in it. First run builds the guest image (~10 min).

@@ -1,0 +1,141 @@
+// Package monitoring holds the Grafana dashboard and the Prometheus alert
+// rules shipped with zfs-csi, and the test that keeps them true: every
+// PromQL expression parses, and every metric it names is one the driver's
+// metrics handler exports. It is a module of its own so that the
+// Prometheus parser stays out of the driver's dependencies.
+package monitoring
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+	"gopkg.in/yaml.v3"
+
+	"github.com/zfs-csi/zfs-csi/metrics"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// exported scrapes the real metrics handler, with one observation of each
+// histogram and a state with a pool, a volume and a backlog, and returns
+// the names of the series it exposes (histograms with _bucket, _count and
+// _sum).
+func exported(t *testing.T) map[string]bool {
+	m := metrics.New(metrics.Config{DriverName: "zfs.csi.dev", Version: "test",
+		Read: func(context.Context) (metrics.State, error) {
+			return metrics.State{Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE", Size: 100, Free: 50, Allocated: 50}},
+				Volumes:       []metrics.Volume{{ID: "n:tank/csi/v", CSIName: "v", Kind: "dataset", Capacity: 10}},
+				ReaperBacklog: 1}, nil
+		}})
+	m.ObserveCommand("list", time.Millisecond, nil)
+	interceptor := m.UnaryInterceptor()
+	_, _ = interceptor(context.Background(), nil, &grpcInfo, func(context.Context, any) (any, error) { return nil, nil })
+	server := httptest.NewServer(m.Handler())
+	defer server.Close()
+	response, err := server.Client().Get(server.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer response.Body.Close()
+	textParser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := textParser.TextToMetricFamilies(response.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"up": true} // Prometheus's own, for the daemon-down rule
+	for name, family := range families {
+		names[name] = true
+		if family.GetType().String() == "HISTOGRAM" {
+			names[name+"_bucket"], names[name+"_count"], names[name+"_sum"] = true, true, true
+		}
+	}
+	return names
+}
+
+// expressions gathers every PromQL expression the alert rules and the
+// dashboard hold, by where they are.
+func expressions(t *testing.T) map[string]string {
+	found := map[string]string{}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	data, err := os.ReadFile("alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, group := range rules.Groups {
+		for _, rule := range group.Rules {
+			found["alert "+rule.Alert] = rule.Expr
+		}
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if data, err = os.ReadFile("dashboard.json"); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &dashboard); err != nil {
+		t.Fatal(err)
+	}
+	for _, panel := range dashboard.Panels {
+		for i, target := range panel.Targets {
+			found["panel "+panel.Title+" #"+string(rune('A'+i))] = target.Expr
+		}
+	}
+	return found
+}
+
+var grafanaVariable = regexp.MustCompile(`\$\{?[a-z_]+\}?`)
+
+func TestEveryExpressionParsesAndNamesExportedMetrics(t *testing.T) {
+	names := exported(t)
+	found := expressions(t)
+	if len(found) < 15 {
+		t.Fatalf("found only %d expressions", len(found))
+	}
+	wanted := map[string]bool{"ZFSCSIDaemonDown": false, "ZFSCSIPoolNotOnline": false, "ZFSCSIPoolNearlyFull": false,
+		"ZFSCSIReaperBacklogGrowing": false, "ZFSCSICommandErrors": false, "ZFSCSIRPCErrorRatio": false}
+	for where, expr := range found {
+		if name, ok := strings.CutPrefix(where, "alert "); ok {
+			wanted[name] = true
+		}
+		// Grafana's variables stand inside label matchers' strings.
+		parsed, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVariable.ReplaceAllString(expr, "x"))
+		if err != nil {
+			t.Errorf("%s: %q does not parse: %v", where, expr, err)
+			continue
+		}
+		parser.Inspect(parsed, func(node parser.Node, _ []parser.Node) error {
+			if selector, ok := node.(*parser.VectorSelector); ok && !names[selector.Name] {
+				t.Errorf("%s: names %s, which the driver does not export", where, selector.Name)
+			}
+			return nil
+		})
+	}
+	for name, present := range wanted {
+		if !present {
+			t.Errorf("the alert %s is missing", name)
+		}
+	}
+}
