@@ -3,6 +3,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 ZFS_VERSION ?= 2.3
 export ZFS_VERSION
 
+# helm for the chart's tests (packaging/helm, packaging/kubernetes/helm_test.go),
+# pinned and built from the Go module proxy into out/tools on first use.
+HELM_VERSION := v3.19.2
+HELM := out/tools/helm-$(HELM_VERSION)
+
 .PHONY: build test e2e demo e2e-image e2e-systemd bench
 
 # A static, stripped binary (-s -w: no symbol table or DWARF).
@@ -14,9 +19,18 @@ build:
 # The packages are built and linted before the Go tests: lint-packages
 # installs lintian, rpmlint and rpm when missing, and packaging/versions_test.go
 # compares versions with dpkg's and rpm's rules.
-test:
-	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages && go test ./...
-	cd packaging/monitoring && go vet ./... && go test ./...
+test: $(HELM)
+	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages && HELM='$(CURDIR)/$(HELM)' go test ./...
+	cd packaging/checks && go vet ./... && HELM='$(CURDIR)/$(HELM)' go test ./...
+
+
+.PHONY: helm
+helm: $(HELM)
+
+$(HELM):
+	mkdir -p out/tools
+	cd / && GOBIN='$(CURDIR)/out/tools/.helmbin' CGO_ENABLED=0 go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv out/tools/.helmbin/helm $@ && rmdir out/tools/.helmbin
 
 # Boots a Debian guest with real ZFS under qemu (TCG) and runs the smoke check,
 # csi-sanity and the e2e Go tests in it. First run builds the guest image (~10 min).

@@ -1,9 +1,10 @@
-// Package monitoring holds the Grafana dashboard and the Prometheus alert
-// rules shipped with zfs-csi, and the test that keeps them true: every
-// PromQL expression parses, and every metric it names is one the driver's
-// metrics handler exports. It is a module of its own so that the
-// Prometheus parser stays out of the driver's dependencies.
-package monitoring
+// Package checks holds the checks of what zfs-csi ships that need heavy
+// dependencies, kept out of the driver's module: the Grafana dashboard and
+// the Prometheus alert rules (packaging/monitoring: every PromQL expression
+// parses, every metric it names is one the driver exports), and the
+// Kubernetes objects of the plain manifests and the Helm chart, decoded
+// strictly by the Kubernetes API types.
+package checks
 
 import (
 	"context"
@@ -72,7 +73,7 @@ func expressions(t *testing.T) map[string]string {
 			} `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	data, err := os.ReadFile("alerts.yaml")
+	data, err := os.ReadFile("../monitoring/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func expressions(t *testing.T) map[string]string {
 			} `json:"targets"`
 		} `json:"panels"`
 	}
-	if data, err = os.ReadFile("dashboard.json"); err != nil {
+	if data, err = os.ReadFile("../monitoring/dashboard.json"); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &dashboard); err != nil {

@@ -1,4 +1,4 @@
-package monitoring
+package checks
 
 import "google.golang.org/grpc"
 
