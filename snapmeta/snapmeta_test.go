@@ -162,7 +162,10 @@ func TestDeltaIsWhatWasWrittenAndFreedSinceTheBase(t *testing.T) {
 	}
 	target := h.snapshot("tank/csi/vol", "target")
 	got, _, err := h.delta(base, target, 0, 0)
-	if want := []extent{{0, 16 * kib}, {96 * kib, 32 * kib}}; err != nil || !equal(got, want) {
+	// zfs send frees everything past the target's last data block (128 KiB)
+	// "to the end of the object": the delta reports it, a superset that reads
+	// as zeros (README, Changed-block tracking).
+	if want := []extent{{0, 16 * kib}, {96 * kib, 1<<20 - 96*kib}}; err != nil || !equal(got, want) {
 		t.Errorf("got %v, %v; want %v", got, err, want)
 	}
 }

@@ -98,13 +98,28 @@ func (f *Fake) VolumeRanges(ctx context.Context, snapshot, from string, fn func(
 		since = base.createTxg
 	}
 	size := snap.volBlockSizeOf(f)
+	// As zfs send does (measured in the guest): past the last block that
+	// holds data, an incremental stream says "freed to the end of the
+	// object" once, whatever the base held there, and names no block
+	// beyond; a full stream names only the data.
+	dataEnd, changed := uint64(0), false
+	for block, state := range snap.blocks {
+		if !state.hole {
+			dataEnd = max(dataEnd, block+1)
+		}
+		changed = changed || state.birth > since
+	}
 	var ranges []zfs.StreamRange
 	for _, block := range slices.Sorted(maps.Keys(snap.blocks)) {
 		state := snap.blocks[block]
 		switch {
+		case from != "" && block >= dataEnd:
 		case from == "" && !state.hole, from != "" && state.birth > since:
 			ranges = append(ranges, zfs.StreamRange{Offset: block * size, Length: size, Freed: state.hole})
 		}
+	}
+	if from != "" && changed {
+		ranges = append(ranges, zfs.StreamRange{Offset: dataEnd * size, Length: zfs.ToEnd, Freed: true})
 	}
 	f.mu.Unlock()
 	for _, r := range ranges {
