@@ -181,6 +181,9 @@ run_guest() {
 
 main() {
 	local mode="${1:-e2e}" start=$SECONDS
+	if [[ $mode == bench && -z ${E2E_TIMEOUT_SET:-} ]]; then
+		E2E_TIMEOUT=5400
+	fi
 	zfs_apt_target >/dev/null # validates ZFS_VERSION before any slow work
 	"$E2E_DIR/host-deps.sh"
 	IMAGE_DIR="$("$E2E_DIR/build-image.sh")"

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -111,5 +113,47 @@ func TestTableHasOneLinePerRow(t *testing.T) {
 	}
 	if !strings.Contains(lines[4], "14.0MiB") || !strings.Contains(lines[4], "≤20.0MiB") {
 		t.Errorf("memory row: %q", lines[4])
+	}
+}
+
+// A section that fails or overruns its budget is named with why, and the
+// sections after it still run; those that replay section 6 are skipped when
+// it did not finish.
+func TestSectionsRunUnderTheirOwnBudgets(t *testing.T) {
+	var ran []string
+	sections := []section{
+		{"6", "6 counting", func(ctx context.Context) error { ran = append(ran, "6"); return errors.New("the daemon died") }},
+		{"1", "1 sequential", func(ctx context.Context) error { ran = append(ran, "1"); return nil }},
+		{"5", "5 slow", func(ctx context.Context) error {
+			ran = append(ran, "5")
+			<-ctx.Done()
+			return ctx.Err()
+		}},
+		{"7", "7 fine", func(ctx context.Context) error { ran = append(ran, "7"); return nil }},
+	}
+	var finished []string
+	unfinished := runSections(context.Background(), sections, func(section) time.Duration { return 50 * time.Millisecond },
+		func(s section, _ time.Duration) { finished = append(finished, s.number) })
+	if !reflect.DeepEqual(ran, []string{"6", "5", "7"}) || !reflect.DeepEqual(finished, []string{"7"}) {
+		t.Errorf("ran %v, finished %v", ran, finished)
+	}
+	want := []string{"section 6 counting failed", "section 1 sequential skipped", "section 5 slow did not finish within its budget"}
+	if len(unfinished) != len(want) {
+		t.Fatalf("unfinished %q", unfinished)
+	}
+	for i, prefix := range want {
+		if !strings.HasPrefix(unfinished[i], prefix) {
+			t.Errorf("unfinished[%d] = %q, want it to start with %q", i, unfinished[i], prefix)
+		}
+	}
+}
+
+func TestBudgetsGrowWithTheWorkAndTheHost(t *testing.T) {
+	small, big := config{n: 4}, config{n: 50}
+	if budgetFor("1", small, 100*time.Millisecond) >= budgetFor("1", big, 100*time.Millisecond) {
+		t.Error("more rounds, no more time")
+	}
+	if budgetFor("1", big, 100*time.Millisecond) >= budgetFor("1", big, 300*time.Millisecond) {
+		t.Error("a slower host, no more time")
 	}
 }

@@ -109,7 +109,7 @@ func main() {
 	}
 }
 
-func runBench(cfg config) error {
+func runBench(cfg config) (err error) {
 	t, err := findTools()
 	if err != nil {
 		return err
@@ -121,35 +121,40 @@ func runBench(cfg config) error {
 	if err := b.setup(ctx); err != nil {
 		return err
 	}
-	sections := map[string]struct {
-		name string
-		run  func(context.Context) error
-	}{
-		"6": {"6 commands per call", b.countCommands},
-		"5": {"5 start-up", b.startup},
-		"1": {"1 sequential", b.sequential},
-		"4": {"4 node", b.nodeCalls},
-		"2": {"2 concurrency", b.concurrency},
-		"3": {"3 listing", b.listing},
-		"7": {"7 group snapshots", b.groupSnapshots},
-		"8": {"8 snapshot metadata", b.snapshotMetadata},
+	known := map[string]section{
+		"6": {"6", "6 commands per call", b.countCommands},
+		"5": {"5", "5 start-up", b.startup},
+		"1": {"1", "1 sequential", b.sequential},
+		"4": {"4", "4 node", b.nodeCalls},
+		"2": {"2", "2 concurrency", b.concurrency},
+		"3": {"3", "3 listing", b.listing},
+		"7": {"7", "7 group snapshots", b.groupSnapshots},
+		"8": {"8", "8 snapshot metadata", b.snapshotMetadata},
 	}
+	var sections []section
 	for _, number := range strings.Split(cfg.sections, ",") {
-		section, ok := sections[strings.TrimSpace(number)]
+		s, ok := known[strings.TrimSpace(number)]
 		if !ok {
 			return fmt.Errorf("no section %q", number)
 		}
-		if strings.Contains("123", number) && len(b.templates) == 0 {
+		if strings.Contains("123", s.number) && !strings.Contains(cfg.sections, "6") {
 			return fmt.Errorf("section %s replays what section 6 captures: run 6 first", number)
 		}
-		sectionStart := time.Now()
-		fmt.Printf("=== bench: section %s\n", section.name)
-		if err := section.run(ctx); err != nil {
-			return fmt.Errorf("section %s: %w", section.name, err)
-		}
-		b.timings = append(b.timings, fmt.Sprintf("%s %.0fs", section.name, time.Since(sectionStart).Seconds()))
-		b.checkpoint()
+		sections = append(sections, s)
 	}
+	cost := b.commandCost(ctx, b.cfg.pool+"/bench")
+	b.notes = append(b.notes, fmt.Sprintf("budgets: 4× each section's expected zfs commands at %s each (measured), plus a minute", ms(cost)))
+	unfinished := runSections(ctx, sections, func(s section) time.Duration { return budgetFor(s.number, cfg, cost) },
+		func(s section, took time.Duration) {
+			b.timings = append(b.timings, fmt.Sprintf("%s %.0fs", s.name, took.Seconds()))
+			b.checkpoint()
+		})
+	b.notes = append(b.notes, unfinished...)
+	defer func() {
+		if len(unfinished) > 0 && err == nil {
+			err = fmt.Errorf("%d sections did not finish (the table says why)", len(unfinished))
+		}
+	}()
 	fmt.Print("\n" + b.table())
 	return b.checkpoint()
 }
