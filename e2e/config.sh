@@ -26,6 +26,13 @@ GUEST_PACKAGES=(
 	rpm
 )
 
+# E2E_IMAGE_FLAVOR=k8s (make e2e-k8s) adds the node's container runtime: a
+# separate cached image, so the other suites' image stays as it is. iptables and
+# conntrack serve kube-proxy, iproute2 the network set-up.
+if [[ ${E2E_IMAGE_FLAVOR:-} == k8s ]]; then
+	GUEST_PACKAGES+=(containerd runc containernetworking-plugins iptables conntrack iproute2)
+fi
+
 # The ZFS packages, installed in a second step so that the suite can be chosen
 # per version (backports needs "-t"; apt would otherwise keep bookworm's 2.1).
 ZFS_PACKAGES=(zfs-dkms zfsutils-linux)

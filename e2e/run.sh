@@ -5,6 +5,9 @@
 #   e2e/run.sh demo   boot the guest and walk through a short tour (make demo)
 #   e2e/run.sh systemd  boot the guest with systemd and test the .deb (make e2e-systemd;
 #                     guest/systemd/), with its own out/e2e-systemd
+#   e2e/run.sh k8s    a Kubernetes cluster: the control plane on the host (e2e/k8s),
+#                     the guest as its node with our .deb, kubelet and containerd;
+#                     the scenarios of e2e/k8s/suite (make e2e-k8s), out/e2e-k8s
 #   e2e/run.sh image  only build (or find) the cached guest image (make e2e-image)
 #   e2e/run.sh bench  the benchmark, driver against bare zfs (make bench; guest/bench.sh,
 #                     e2e/bench), with its own out/e2e-bench; BENCH_ARGS go to the
@@ -28,6 +31,7 @@ OUT="$REPO/out"
 E2E_OUT="$OUT/e2e"
 [[ ${1:-} == systemd ]] && E2E_OUT="$OUT/e2e-systemd" # keeps the init-booted run's results
 [[ ${1:-} == bench ]] && E2E_OUT="$OUT/e2e-bench"
+[[ ${1:-} == k8s ]] && E2E_OUT="$OUT/e2e-k8s"
 SHARE="$E2E_OUT/share"
 RESULTS="$SHARE/results"
 CONSOLE_LOG="$E2E_OUT/console.log"
@@ -108,7 +112,9 @@ boot_guest() {
 	local image="$1" work="$E2E_OUT/work"
 	mkdir -p "$work"
 	rm -f "$work/root.qcow2" "$work/pool.img"
-	qemu-img create -q -f qcow2 -b "$image/disk.img" -F raw "$work/root.qcow2"
+	# GUEST_ROOT_SIZE (optional) makes the overlay larger than the image; the
+	# guest grows its file system into it (resize2fs).
+	qemu-img create -q -f qcow2 -b "$image/disk.img" -F raw "$work/root.qcow2" ${GUEST_ROOT_SIZE:-}
 	truncate -s "$GUEST_POOL_SIZE" "$work/pool.img"
 
 	local -a qemu=(
@@ -122,6 +128,7 @@ boot_guest() {
 		-drive "file=$work/pool.img,format=raw,if=virtio,cache=unsafe"
 		-virtfs "local,path=$SHARE,mount_tag=share,security_model=none"
 		-device virtio-rng-pci
+		"${GUEST_EXTRA_QEMU[@]}"
 	)
 	log "booting the ZFS $ZFS_VERSION guest (TCG, deadline ${E2E_TIMEOUT} s)"
 	set +e
@@ -179,11 +186,15 @@ run_guest() {
 	verdict "$qemu_rc"
 }
 
+GUEST_EXTRA_QEMU=()
+
 main() {
 	local mode="${1:-e2e}" start=$SECONDS
-	if [[ $mode == bench && -z ${E2E_TIMEOUT_SET:-} ]]; then
+	if [[ $mode == bench || $mode == k8s ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
 		E2E_TIMEOUT=5400
 	fi
+	# The Kubernetes node's image also holds containerd, runc and the CNI plugins.
+	[[ $mode == k8s ]] && export E2E_IMAGE_FLAVOR=k8s
 	zfs_apt_target >/dev/null # validates ZFS_VERSION before any slow work
 	"$E2E_DIR/host-deps.sh"
 	IMAGE_DIR="$("$E2E_DIR/build-image.sh")"
@@ -219,7 +230,21 @@ main() {
 		GUEST_POOL_SIZE="${BENCH_POOL_SIZE:-512G}"
 		log "qemu guests already running on this host: $(pgrep -c qemu-system || true) (TCG guests share the CPUs: timings suffer)"
 		;;
-	*) die "unknown mode '$mode' (e2e, demo, systemd, bench or image)" ;;
+	k8s)
+		# shellcheck source=k8s/host.sh
+		source "$E2E_DIR/k8s/host.sh"
+		make -C "$REPO" --no-print-directory deb PKG_ARCHES=amd64 || die "the package does not build (make deb)"
+		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$SHARE/"
+		k8s_prepare "$SHARE/k8s"
+		# The node reaches the host (10.0.2.2) through qemu's user network; room
+		# for images on the root disk and memory for kubelet, containerd and pods.
+		GUEST_EXTRA_QEMU=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0)
+		GUEST_ROOT_SIZE=12G
+		GUEST_MEMORY=6G
+		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
+		trap cp_stop EXIT
+		;;
+	*) die "unknown mode '$mode' (e2e, demo, systemd, bench, k8s or image)" ;;
 	esac
 	log "artifacts ready after $((SECONDS - start)) s"
 	local rc=0

@@ -86,9 +86,12 @@ main() {
 	finish $?
 }
 
-# A systemd-booted run (make e2e-systemd) hands PID 1 to systemd instead,
-# before anything here is mounted or started: guest/systemd/boot.sh.
-[[ $(cat "$SHARE/mode" 2>/dev/null) == systemd ]] && exec /bin/bash "$GUEST_DIR/systemd/boot.sh"
+# A systemd-booted run (make e2e-systemd, make e2e-k8s) hands PID 1 to systemd
+# instead, before anything here is mounted or started: guest/systemd/boot.sh
+# runs guest/<mode>/suite.sh once the system is up.
+case "$(cat "$SHARE/mode" 2>/dev/null)" in
+systemd | k8s) exec /bin/bash "$GUEST_DIR/systemd/boot.sh" ;;
+esac
 
 main
 # Not reached: finish powers off. Keep PID 1 alive if the sysrq failed.

@@ -9,7 +9,7 @@
 # The root disk is a throwaway overlay: what this writes under /etc is gone
 # after the run.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-SUITE=/share/guest/systemd/suite.sh
+SUITE=/share/guest/$(cat /share/mode)/suite.sh
 
 if [[ ! -x /lib/systemd/systemd || ! -f $SUITE ]]; then
 	echo "E2E-BOOTSTRAP-FAILED: no /lib/systemd/systemd or no $SUITE"

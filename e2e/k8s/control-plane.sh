@@ -1,0 +1,77 @@
+# shellcheck shell=bash
+# control-plane.sh — the e2e-k8s cluster's control plane on the host, at native
+# speed: etcd (Debian's etcd-server), kube-apiserver, kube-controller-manager and
+# kube-scheduler, with the harness's certificates. The node (kubelet, containerd,
+# kube-proxy, zfs-csi) is the ZFS guest, which reaches the apiserver on
+# 10.0.2.2:6443 through qemu's user network.
+#
+# Sourced by e2e/run.sh (mode k8s): cp_start DIR BINDIR PKIDIR, cp_stop.
+# Every process logs to DIR/<name>.log; cp_stop ends them all.
+
+CP_PIDS=()
+CP_APISERVER=https://127.0.0.1:6443
+
+# cp_spawn NAME CMD... starts one process in the background, logging to DIR.
+cp_spawn() {
+	local name="$1"
+	shift
+	"$@" >"$CP_DIR/$name.log" 2>&1 &
+	CP_PIDS+=("$!")
+	echo "[k8s] started $name (pid $!)"
+}
+
+# cp_wait_ready waits up to $1 s for the apiserver's /readyz.
+cp_wait_ready() {
+	local deadline=$((SECONDS + $1))
+	until "$CP_BIN/kubectl" --kubeconfig "$CP_PKI/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1; do
+		if ((SECONDS > deadline)); then
+			echo "[k8s] ERROR: the apiserver was not ready within $1 s; its log:" >&2
+			tail -n 40 "$CP_DIR/kube-apiserver.log" >&2
+			return 1
+		fi
+		sleep 1
+	done
+}
+
+cp_start() {
+	CP_DIR="$1" CP_BIN="$2" CP_PKI="$3"
+	local start=$SECONDS
+	command -v etcd >/dev/null || die "etcd is missing (apt-get install etcd-server)"
+	rm -rf "$CP_DIR"
+	mkdir -p "$CP_DIR"
+	cp_spawn etcd etcd --name e2e --data-dir "$CP_DIR/etcd" \
+		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster e2e=http://127.0.0.1:2380
+	# 10.0.2.2 is the host as the guest sees it: the "kubernetes" Service's
+	# endpoint, which kube-proxy in the guest sends pods to.
+	cp_spawn kube-apiserver "$CP_BIN/kube-apiserver" \
+		--etcd-servers=http://127.0.0.1:2379 \
+		--bind-address=127.0.0.1 --secure-port=6443 --advertise-address=10.0.2.2 \
+		--tls-cert-file="$CP_PKI/apiserver.crt" --tls-private-key-file="$CP_PKI/apiserver.key" \
+		--client-ca-file="$CP_PKI/ca.crt" \
+		--service-account-issuer=https://kubernetes.default.svc \
+		--service-account-key-file="$CP_PKI/sa.pub" --service-account-signing-key-file="$CP_PKI/sa.key" \
+		--service-cluster-ip-range=10.0.0.0/24 \
+		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+		--allow-privileged=true
+	cp_wait_ready 120 || return 1
+	cp_spawn kube-controller-manager "$CP_BIN/kube-controller-manager" \
+		--kubeconfig="$CP_PKI/admin.kubeconfig" \
+		--authentication-kubeconfig="$CP_PKI/admin.kubeconfig" --authorization-kubeconfig="$CP_PKI/admin.kubeconfig" \
+		--bind-address=127.0.0.1 --secure-port=10257 --leader-elect=false \
+		--use-service-account-credentials=true \
+		--service-account-private-key-file="$CP_PKI/sa.key" --root-ca-file="$CP_PKI/ca.crt"
+	cp_spawn kube-scheduler "$CP_BIN/kube-scheduler" \
+		--kubeconfig="$CP_PKI/admin.kubeconfig" \
+		--authentication-kubeconfig="$CP_PKI/admin.kubeconfig" --authorization-kubeconfig="$CP_PKI/admin.kubeconfig" \
+		--bind-address=127.0.0.1 --secure-port=10259 --leader-elect=false
+	echo "[k8s] control plane ready after $((SECONDS - start)) s ($("$CP_BIN/kubectl" --kubeconfig "$CP_PKI/admin.kubeconfig" version 2>/dev/null | tr '\n' ' '))"
+}
+
+cp_stop() {
+	local pid
+	for pid in "${CP_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+	for pid in "${CP_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+	CP_PIDS=()
+}

@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# host.sh — the host side of make e2e-k8s, sourced by e2e/run.sh (mode k8s):
+# k8s_prepare DIR lays out everything the node needs in the share (DIR is
+# share/k8s): kubelet, kube-proxy, kubectl, the images, the certificates, the
+# shipped manifests, the snapshot add-ons and the scenario binary. Everything
+# slow is cached (build-k8s.sh, build-images.sh).
+
+K8S_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=config.sh
+source "$K8S_DIR/config.sh"
+# shellcheck source=control-plane.sh
+source "$K8S_DIR/control-plane.sh"
+
+# k8s_addons DIR SNAPSHOTTER_TAG writes the snapshot CRDs and the
+# snapshot-controller of the external-snapshotter module at the csi-snapshotter's
+# version, as a cluster administrator deploys them for node-local drivers:
+# --enable-distributed-snapshotting, the RBAC rule upstream leaves commented
+# out for it (nodes), one replica.
+k8s_addons() {
+	local dir="$1" tag="$2" client ctrl
+	client="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/${tag%%.*}@$tag" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	ctrl="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshotter/${tag%%.*}@$tag" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	[[ -d $client && -d $ctrl ]] || die "cannot download external-snapshotter $tag"
+	mkdir -p "$dir/crds" "$dir/snapshot-controller"
+	cp "$client"/config/crd/snapshot.storage.k8s.io_*.yaml "$dir/crds/"
+	sed -e 's/^  # - apiGroups: \[""\]$/  - apiGroups: [""]/' \
+		-e 's/^  #   resources: \["nodes"\]$/    resources: ["nodes"]/' \
+		-e 's/^  #   verbs: \["get", "list", "watch"\]$/    verbs: ["get", "list", "watch"]/' \
+		"$ctrl/deploy/kubernetes/snapshot-controller/rbac-snapshot-controller.yaml" >"$dir/snapshot-controller/rbac.yaml"
+	grep -q 'resources: \["nodes"\]' "$dir/snapshot-controller/rbac.yaml" ||
+		die "external-snapshotter $tag: the nodes rule of the snapshot-controller's RBAC moved; update k8s_addons"
+	sed -e "s#image: registry.k8s.io/sig-storage/snapshot-controller:.*#image: $(snapshot_controller_image "$tag")#" \
+		-e 's/^  replicas: 2$/  replicas: 1/' \
+		-e 's/^\( *\)- "--leader-election=true"$/&\n\1- "--enable-distributed-snapshotting"/' \
+		"$ctrl/deploy/kubernetes/snapshot-controller/setup-snapshot-controller.yaml" >"$dir/snapshot-controller/deployment.yaml"
+	grep -q -- '--enable-distributed-snapshotting' "$dir/snapshot-controller/deployment.yaml" ||
+		die "external-snapshotter $tag: could not add --enable-distributed-snapshotting"
+}
+
+k8s_prepare() {
+	local dir="$1" kbin tag
+	mkdir -p "$dir/images" "$dir/manifests"
+	kbin="$("$K8S_DIR/build-k8s.sh")" || die "cannot build Kubernetes $K8S_VERSION"
+	install -m 0755 "$kbin/kubelet" "$kbin/kube-proxy" "$kbin/kubectl" "$dir/"
+	K8S_BIN="$kbin"
+	local images
+	images="$("$K8S_DIR/build-images.sh")" || die "cannot build the images"
+	# Hard links: the share and the cache are on one file system, and the
+	# tarballs are hundreds of MB.
+	while read -r img; do ln -f "$img" "$dir/images/" 2>/dev/null || cp "$img" "$dir/images/"; done <<<"$images"
+	cp "$REPO"/packaging/kubernetes/*.yaml "$dir/manifests/"
+	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
+	k8s_addons "$dir/addons" "$tag"
+	echo "$PAUSE_IMAGE" >"$dir/pause-image"
+	echo "$WORKLOAD_IMAGE" >"$dir/workload-image"
+	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
+	(cd "$K8S_DIR" && go run ./cmd/pki -dir "$dir/pki" -node zfs-csi-e2e) || die "cannot make the certificates"
+	(cd "$K8S_DIR" && CGO_ENABLED=0 go test -c -o "$dir/k8s.test" ./suite) || die "the scenarios do not compile (e2e/k8s/suite)"
+}

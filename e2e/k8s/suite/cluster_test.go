@@ -1,0 +1,261 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// env is the cluster under test, from the environment suite.sh sets.
+type env struct {
+	cs        kubernetes.Interface
+	dyn       dynamic.Interface
+	node      string
+	pool      string
+	image     string
+	manifests string
+	kubectl   string
+	ns        string
+}
+
+var snapshotGVR = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	get := func(k string) string {
+		v := os.Getenv(k)
+		if v == "" {
+			t.Skipf("%s is not set: these scenarios run on the e2e-k8s node (make e2e-k8s)", k)
+		}
+		return v
+	}
+	e := &env{
+		node: get("ZFS_CSI_E2E_NODE"), pool: get("ZFS_CSI_E2E_POOL"), image: get("ZFS_CSI_E2E_WORKLOAD_IMAGE"),
+		manifests: get("ZFS_CSI_E2E_MANIFESTS"), kubectl: get("ZFS_CSI_E2E_KUBECTL"), ns: "e2e",
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", get("KUBECONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	if e.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run runs a command on the node and returns its combined output.
+func run(name string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), err
+}
+
+func must(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := run(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eventually polls cond every second until it says done or timeout passes;
+// the last error it returned is in the failure.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		done, err := cond()
+		if err != nil {
+			last = err
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func ctx() context.Context { return context.Background() }
+
+// pvc makes a claim of class sc. mode is Filesystem or Block; from names a
+// VolumeSnapshot ("snap:NAME") or a PVC ("pvc:NAME") to fill it from.
+func (e *env) pvc(t *testing.T, name, sc, size string, mode corev1.PersistentVolumeMode, from string) {
+	t.Helper()
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			VolumeMode:       &mode,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	if kind, src, ok := strings.Cut(from, ":"); ok {
+		switch kind {
+		case "snap":
+			group := "snapshot.storage.k8s.io"
+			c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: src}
+		case "pvc":
+			c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: src}
+		}
+	}
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx(), c, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pod starts a busybox pod using claim at /data (Filesystem) or /dev/xvda
+// (Block) that runs script with sh -c. Never restarted: a failing write
+// shows as a failed pod.
+func (e *env) pod(t *testing.T, name, claim string, block bool, script string) {
+	t.Helper()
+	c := corev1.Container{
+		Name: "c", Image: e.image, ImagePullPolicy: corev1.PullNever,
+		Command:                  []string{"/bin/sh", "-c", script},
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+	}
+	if block {
+		c.VolumeDevices = []corev1.VolumeDevice{{Name: "v", DevicePath: "/dev/xvda"}}
+	} else {
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "v", MountPath: "/data"}}
+	}
+	zero := int64(1)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &zero,
+			Containers:                    []corev1.Container{c},
+			Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+		},
+	}
+	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finished waits for a run-to-completion pod and returns its termination
+// message (what the script wrote to /dev/termination-log); a failed pod fails
+// the test with that message and the pod's events.
+func (e *env) finished(t *testing.T, name string, timeout time.Duration) string {
+	t.Helper()
+	var p *corev1.Pod
+	eventually(t, timeout, "pod "+name+" to finish", func() (bool, error) {
+		var err error
+		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, fmt.Errorf("phase %s; %s", p.Status.Phase, e.events(name))
+	})
+	msg := ""
+	if cs := p.Status.ContainerStatuses; len(cs) == 1 && cs[0].State.Terminated != nil {
+		msg = strings.TrimSpace(cs[0].State.Terminated.Message)
+	}
+	if p.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("pod %s failed: %q; events: %s", name, msg, e.events(name))
+	}
+	return msg
+}
+
+// running waits for a pod to run and returns it.
+func (e *env) running(t *testing.T, name string, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	var p *corev1.Pod
+	eventually(t, timeout, "pod "+name+" to run", func() (bool, error) {
+		var err error
+		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			t.Fatalf("pod %s ended (%s) instead of running; events: %s", name, p.Status.Phase, e.events(name))
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Errorf("phase %s; %s", p.Status.Phase, e.events(name))
+	})
+	return p
+}
+
+// events summarises the events of one object, for failure messages.
+func (e *env) events(name string) string {
+	list, err := e.cs.CoreV1().Events(e.ns).List(ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, ev := range list.Items {
+		fmt.Fprintf(&b, "[%s %s: %s] ", ev.Type, ev.Reason, ev.Message)
+	}
+	return b.String()
+}
+
+// deletePod deletes a pod and waits until it is gone (its volumes unpublished).
+func (e *env) deletePod(t *testing.T, name string) {
+	t.Helper()
+	if err := e.cs.CoreV1().Pods(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "pod "+name+" to be gone", func() (bool, error) {
+		_, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	})
+}
+
+// boundPV waits for the claim to be bound and returns its PV's name.
+func (e *env) boundPV(t *testing.T, claim string) string {
+	t.Helper()
+	var pv string
+	eventually(t, 3*time.Minute, "PVC "+claim+" to be bound", func() (bool, error) {
+		c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), claim, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pv = c.Spec.VolumeName
+		return c.Status.Phase == corev1.ClaimBound, fmt.Errorf("phase %s; %s", c.Status.Phase, e.events(claim))
+	})
+	return pv
+}
+
+// dataset returns the ZFS dataset behind a PV (its CSI volume handle's
+// dataset, as the driver names it: the PV's volumeAttributes or zfs list).
+func (e *env) dataset(t *testing.T, pv string) string {
+	t.Helper()
+	out := must(t, "zfs", "list", "-H", "-o", "name,zfs.csi.dev:pv-name", "-t", "filesystem,volume", "-r", e.pool)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) == 2 && f[1] == pv {
+			return f[0]
+		}
+	}
+	t.Fatalf("no dataset of %s carries the PV name %s:\n%s", e.pool, pv, out)
+	return ""
+}
