@@ -8,7 +8,7 @@ export ZFS_VERSION
 HELM_VERSION := v3.19.2
 HELM := out/tools/helm-$(HELM_VERSION)
 
-.PHONY: build test e2e demo e2e-image e2e-systemd bench
+.PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s bench
 
 # A static, stripped binary (-s -w: no symbol table or DWARF).
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -60,6 +60,16 @@ e2e-image:
 # Kubernetes mode, remove and purge leaving every dataset alone.
 e2e-systemd:
 	e2e/run.sh systemd
+
+# A real Kubernetes cluster: the control plane (etcd, kube-apiserver,
+# controller-manager, scheduler) on the host, the ZFS guest as its node with
+# our .deb, kubelet, containerd and the shipped manifests unchanged; the
+# scenarios of e2e/k8s/suite. Everything is built from the Go module proxy and
+# Debian (no registry): the first run builds Kubernetes, the sidecars and a
+# guest image with containerd (cached in ~/.cache/zfs-csi-e2e). Not part of
+# make e2e or CI.
+e2e-k8s:
+	e2e/run.sh k8s
 
 # Distro packages into dist/ (packaging/nfpm.yaml): the static binary in
 # /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi. nfpm is pinned

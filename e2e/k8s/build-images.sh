@@ -115,7 +115,7 @@ main() {
 	image "$(snapshot_controller_image "$snaptag")" -entrypoint /snapshot-controller \
 		"/snapshot-controller=$(build_sidecar snapshot-controller "$snaptag")"
 	image "$PAUSE_IMAGE" -entrypoint /pause "/pause=$(tool pause)"
-	image "$WORKLOAD_IMAGE" -entrypoint /bin/sh "/bin/busybox=$(busybox)" -link-applets "$(busybox)"
+	image "$WORKLOAD_IMAGE" -entrypoint /bin/sh -link-applets "$(busybox)" "/bin/busybox=$(busybox)"
 	printf '%s\n' "${IMAGES[@]}"
 }
 

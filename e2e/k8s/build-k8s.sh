@@ -34,10 +34,11 @@ main() {
 		echo "$out"
 		return
 	fi
-	local start=$SECONDS src tmp minor staging
+	local start=$SECONDS src minor staging
 	log "building Kubernetes $K8S_VERSION (${K8S_BINARIES[*]}) from the module proxy (~10 min on 2 cores)"
 	src="$(cd / && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
+	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$K8S_CACHE/.build-kubernetes.XXXXXX")"
 	trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 	cp -r "$src" "$tmp/src"

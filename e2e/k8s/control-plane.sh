@@ -39,14 +39,16 @@ cp_start() {
 	command -v etcd >/dev/null || die "etcd is missing (apt-get install etcd-server)"
 	rm -rf "$CP_DIR"
 	mkdir -p "$CP_DIR"
+	# Ports of its own: Debian's etcd-server starts etcd.service on 2379/2380
+	# where systemd runs.
 	cp_spawn etcd etcd --name e2e --data-dir "$CP_DIR/etcd" \
-		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-		--initial-cluster e2e=http://127.0.0.1:2380
+		--listen-client-urls http://127.0.0.1:32379 --advertise-client-urls http://127.0.0.1:32379 \
+		--listen-peer-urls http://127.0.0.1:32380 --initial-advertise-peer-urls http://127.0.0.1:32380 \
+		--initial-cluster e2e=http://127.0.0.1:32380
 	# 10.0.2.2 is the host as the guest sees it: the "kubernetes" Service's
 	# endpoint, which kube-proxy in the guest sends pods to.
 	cp_spawn kube-apiserver "$CP_BIN/kube-apiserver" \
-		--etcd-servers=http://127.0.0.1:2379 \
+		--etcd-servers=http://127.0.0.1:32379 \
 		--bind-address=127.0.0.1 --secure-port=6443 --advertise-address=10.0.2.2 \
 		--tls-cert-file="$CP_PKI/apiserver.crt" --tls-private-key-file="$CP_PKI/apiserver.key" \
 		--client-ca-file="$CP_PKI/ca.crt" \

@@ -163,7 +163,7 @@ step_scenarios() {
 		"$K8S/k8s.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
 	# One summary line per scenario, with its time, for the host's table.
-	sed -n -E 's/^--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\1 \2 \3s/p' "$RESULTS/scenarios.log" |
+	sed -n -E 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\1 \2 \3s/p' "$RESULTS/scenarios.log" |
 		while read -r verdict name secs; do
 			printf '%-4s %-40s %7s\n' "$verdict" "$name" "$secs" >>"$RESULTS/summary.txt"
 		done

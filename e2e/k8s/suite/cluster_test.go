@@ -32,7 +32,10 @@ type env struct {
 	ns        string
 }
 
-var snapshotGVR = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+var (
+	snapshotGVR = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+	contentGVR  = schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshotcontents"}
+)
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -205,9 +208,12 @@ func (e *env) running(t *testing.T, name string, timeout time.Duration) *corev1.
 	return p
 }
 
-// events summarises the events of one object, for failure messages.
-func (e *env) events(name string) string {
-	list, err := e.cs.CoreV1().Events(e.ns).List(ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+// events summarises the events of one object of the test namespace, for
+// failure messages.
+func (e *env) events(name string) string { return e.eventsIn(e.ns, name) }
+
+func (e *env) eventsIn(ns, name string) string {
+	list, err := e.cs.CoreV1().Events(ns).List(ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
 		return err.Error()
 	}
@@ -258,4 +264,30 @@ func (e *env) dataset(t *testing.T, pv string) string {
 	}
 	t.Fatalf("no dataset of %s carries the PV name %s:\n%s", e.pool, pv, out)
 	return ""
+}
+
+// namespace makes the namespace the scenarios work in and waits for its
+// default service account, without which no pod is admitted.
+func (e *env) namespace(t *testing.T) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}
+	if _, err := e.cs.CoreV1().Namespaces().Create(ctx(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the default service account of "+e.ns, func() (bool, error) {
+		_, err := e.cs.CoreV1().ServiceAccounts(e.ns).Get(ctx(), "default", metav1.GetOptions{})
+		return err == nil, err
+	})
+}
+
+// gonePV waits for a PV to be deleted (reclaim policy Delete).
+func (e *env) gonePV(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "PV "+name+" to go", func() (bool, error) {
+		pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), name, metav1.GetOptions{})
+		if err == nil {
+			return false, fmt.Errorf("phase %s; %s", pv.Status.Phase, e.eventsIn("", name))
+		}
+		return apierrors.IsNotFound(err), err
+	})
 }

@@ -1,0 +1,313 @@
+package suite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	driverName  = "zfs.csi.dev"
+	topologyKey = driverName + "/node"
+	driverNS    = "zfs-csi"
+	sidecarsDS  = "zfs-csi-sidecars"
+)
+
+// TestCluster runs the scenarios in order on one cluster: later ones need the
+// manifests applied, so a failure to apply them ends the run. The last one
+// checks that the scenarios left nothing behind, in ZFS or in the sidecars'
+// logs.
+func TestCluster(t *testing.T) {
+	e := newEnv(t)
+	e.namespace(t)
+	scenarios := []struct {
+		name     string
+		run      func(*testing.T, *env)
+		required bool // the rest cannot run without it
+	}{
+		{"Registration", testRegistration, true},
+		{"Manifests", testManifests, true},
+		{"Volumes", testVolumes, false},
+		{"Snapshots", testSnapshots, false},
+		{"Expansion", testExpansion, false},
+		{"DeleteWithSnapshot", testDeleteWithSnapshot, false},
+		{"DaemonRestart", testDaemonRestart, false},
+		{"NothingLeft", testNothingLeft, false},
+	}
+	for _, s := range scenarios {
+		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) && s.required {
+			t.Fatalf("%s failed: the remaining scenarios need it", s.name)
+		}
+	}
+}
+
+// 1. The daemon registers with kubelet, and again after either restarts.
+func testRegistration(t *testing.T, e *env) {
+	e.registered(t, time.Time{})
+	for _, unit := range []string{"zfs-csi", "kubelet"} {
+		since := time.Now()
+		must(t, "systemctl", "restart", unit)
+		e.registered(t, since)
+		t.Logf("registered again after systemctl restart %s: %s", unit, time.Since(since).Round(time.Second))
+	}
+}
+
+// registered waits for the daemon to log kubelet's registration after since,
+// then checks what kubelet made of it: the CSINode entry with the topology
+// key, and the node's topology label.
+func (e *env) registered(t *testing.T, since time.Time) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "the daemon to log that kubelet registered it", func() (bool, error) {
+		args := []string{"-u", "zfs-csi", "-o", "cat", "--no-pager"}
+		if !since.IsZero() {
+			args = append(args, "--since", fmt.Sprintf("@%d", since.Unix()))
+		}
+		out, err := run("journalctl", args...)
+		return strings.Contains(out, "kubelet registered the plugin"), err
+	})
+	eventually(t, 2*time.Minute, "CSINode to list "+driverName, func() (bool, error) {
+		n, err := e.cs.StorageV1().CSINodes().Get(ctx(), e.node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, d := range n.Spec.Drivers {
+			if d.Name == driverName {
+				if d.NodeID != e.node || len(d.TopologyKeys) != 1 || d.TopologyKeys[0] != topologyKey {
+					return false, fmt.Errorf("CSINode entry: node ID %q, topology keys %v; want %q, [%s]", d.NodeID, d.TopologyKeys, e.node, topologyKey)
+				}
+				node, err := e.cs.CoreV1().Nodes().Get(ctx(), e.node, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				if v := node.Labels[topologyKey]; v != e.node {
+					return false, fmt.Errorf("node label %s=%q, want %q", topologyKey, v, e.node)
+				}
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("CSINode drivers: %v", n.Spec.Drivers)
+	})
+}
+
+// 2. The shipped manifests apply unchanged and every sidecar runs.
+func testManifests(t *testing.T, e *env) {
+	must(t, e.kubectl, "apply", "-f", e.manifests)
+	var ds *appsv1.DaemonSet
+	eventually(t, 5*time.Minute, "the sidecars' DaemonSet to be ready", func() (bool, error) {
+		var err error
+		ds, err = e.cs.AppsV1().DaemonSets(driverNS).Get(ctx(), sidecarsDS, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := ds.Status
+		return s.DesiredNumberScheduled == 1 && s.NumberReady == 1,
+			fmt.Errorf("desired %d, ready %d; pods: %s", s.DesiredNumberScheduled, s.NumberReady, e.sidecarPods())
+	})
+	// A sidecar that cannot list or watch what it needs logs it within
+	// seconds of starting, and may exit.
+	time.Sleep(30 * time.Second)
+	pods, err := e.cs.CoreV1().Pods(driverNS).List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + sidecarsDS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if !c.Ready || c.RestartCount != 0 {
+				t.Errorf("sidecar %s: ready %v, %d restarts", c.Name, c.Ready, c.RestartCount)
+			}
+		}
+	}
+	e.sidecarLogsClean(t)
+}
+
+func (e *env) sidecarPods() string {
+	pods, err := e.cs.CoreV1().Pods(driverNS).List(ctx(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "%s %s %s; ", p.Name, p.Status.Phase, e.eventsIn(driverNS, p.Name))
+	}
+	return b.String()
+}
+
+// sidecarErrors are what a sidecar logs when the RBAC of the manifests lacks
+// something or a watch keeps failing.
+var sidecarErrors = regexp.MustCompile(`(?i)forbidden|failed to watch|failed to list|unauthorized`)
+
+// sidecarLogsClean reads the sidecars' logs on the node (kubelet keeps them
+// under /var/log/pods) and fails on every RBAC or watch error in them.
+func (e *env) sidecarLogsClean(t *testing.T) {
+	t.Helper()
+	logs, _ := filepath.Glob("/var/log/pods/" + driverNS + "_" + sidecarsDS + "-*/*/*.log")
+	if len(logs) == 0 {
+		t.Fatal("no sidecar logs under /var/log/pods")
+	}
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(string(data), "\n") {
+			if sidecarErrors.MatchString(line) {
+				if n < 5 {
+					t.Errorf("%s: %s", f, line)
+				}
+				n++
+			}
+		}
+		if n > 5 {
+			t.Errorf("%s: %d more such lines", f, n-5)
+		}
+	}
+}
+
+// class is one of the shipped StorageClasses, as a pod uses it.
+type class struct {
+	name  string
+	block bool
+}
+
+var classes = []class{{"zfs-dataset", false}, {"zfs-ext4", false}, {"zfs-block", true}}
+
+func (c class) mode() corev1.PersistentVolumeMode {
+	if c.block {
+		return corev1.PersistentVolumeBlock
+	}
+	return corev1.PersistentVolumeFilesystem
+}
+
+// write is a pod script that stores token on the volume durably; read
+// reports what is there as the pod's termination message.
+func (c class) write(token string) string {
+	if c.block {
+		return fmt.Sprintf("set -e; printf '%%s\\n' %s | dd of=/dev/xvda bs=4096 conv=sync,fsync 2>/dev/null; echo written > /dev/termination-log", token)
+	}
+	return fmt.Sprintf("set -e; echo %s > /data/token; sync; echo written > /dev/termination-log", token)
+}
+
+func (c class) read() string {
+	if c.block {
+		return "set -e; head -n 1 /dev/xvda > /dev/termination-log"
+	}
+	return "set -e; cat /data/token > /dev/termination-log"
+}
+
+// 3. Each StorageClass: capacity published, a late-bound claim provisioned
+// for its first pod, data kept across pods, everything gone after deletion.
+func testVolumes(t *testing.T, e *env) {
+	for _, c := range classes {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e.capacity(t, c.name)
+			name := "vol-" + c.name
+			token := "token-of-" + name
+			e.pvc(t, name, c.name, "1Gi", c.mode(), "")
+			e.pod(t, name+"-writer", name, c.block, c.write(token))
+			e.finished(t, name+"-writer", 5*time.Minute)
+			pv := e.boundPV(t, name)
+			ds := e.dataset(t, pv)
+			e.checkPV(t, pv)
+			wantType, sizeProp := "volume", "volsize"
+			if c.name == "zfs-dataset" {
+				wantType, sizeProp = "filesystem", "refquota"
+			}
+			props := e.props(t, ds, "type", sizeProp, "zfs.csi.dev:pvc-name", "zfs.csi.dev:pvc-namespace")
+			if props[0] != wantType || props[1] != "1073741824" || props[2] != name || props[3] != e.ns {
+				t.Errorf("%s: type, %s, pvc-name, pvc-namespace = %v; want %s, 1073741824, %s, %s", ds, sizeProp, props, wantType, name, e.ns)
+			}
+			if c.block {
+				if bs := e.props(t, ds, "volblocksize")[0]; bs != "16384" {
+					t.Errorf("%s: volblocksize %s, want the class's 16384", ds, bs)
+				}
+			}
+			e.deletePod(t, name+"-writer")
+			e.pod(t, name+"-reader", name, c.block, c.read())
+			if got := e.finished(t, name+"-reader", 5*time.Minute); got != token {
+				t.Errorf("the second pod read %q, want %q", got, token)
+			}
+			e.deletePod(t, name+"-reader")
+			e.deletePVC(t, name, ds)
+		})
+	}
+}
+
+// checkPV checks that the PV pins its pod to the volume's node.
+func (e *env) checkPV(t *testing.T, name string) {
+	t.Helper()
+	pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := pv.Spec.NodeAffinity
+	if a == nil || a.Required == nil || len(a.Required.NodeSelectorTerms) != 1 {
+		t.Fatalf("PV %s has no node affinity: %+v", name, a)
+	}
+	term := a.Required.NodeSelectorTerms[0]
+	if len(term.MatchExpressions) != 1 || term.MatchExpressions[0].Key != topologyKey ||
+		len(term.MatchExpressions[0].Values) != 1 || term.MatchExpressions[0].Values[0] != e.node {
+		t.Errorf("PV %s node affinity %+v, want %s in [%s]", name, term, topologyKey, e.node)
+	}
+}
+
+// capacity waits for the provisioner to publish the node's capacity for a
+// StorageClass, which the scheduler needs to place a late-bound claim.
+func (e *env) capacity(t *testing.T, sc string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, "a CSIStorageCapacity for "+sc, func() (bool, error) {
+		list, err := e.cs.StorageV1().CSIStorageCapacities(driverNS).List(ctx(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var seen []string
+		for _, c := range list.Items {
+			seen = append(seen, fmt.Sprintf("%s:%v:%v", c.StorageClassName, c.Capacity, c.NodeTopology))
+			if c.StorageClassName != sc || c.NodeTopology == nil || c.NodeTopology.MatchLabels[topologyKey] != e.node {
+				continue
+			}
+			if c.Capacity == nil || c.Capacity.Sign() <= 0 {
+				return false, fmt.Errorf("capacity of %s is %v", sc, c.Capacity)
+			}
+			return true, nil
+		}
+		return false, fmt.Errorf("published: %v", seen)
+	})
+}
+
+// props reads ZFS properties of a dataset on the node.
+func (e *env) props(t *testing.T, ds string, names ...string) []string {
+	t.Helper()
+	out := must(t, "zfs", "get", "-Hp", "-o", "value", strings.Join(names, ","), ds)
+	return strings.Split(strings.TrimSpace(out), "\n")
+}
+
+// deletePVC deletes a claim and waits for its PV and its dataset to go.
+func (e *env) deletePVC(t *testing.T, name, ds string) {
+	t.Helper()
+	c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if pv := c.Spec.VolumeName; pv != "" {
+		e.gonePV(t, pv)
+	}
+	if ds != "" {
+		eventually(t, 3*time.Minute, "dataset "+ds+" to be destroyed", func() (bool, error) {
+			out, err := run("zfs", "list", "-H", "-o", "name", ds)
+			return err != nil && strings.Contains(out, "does not exist"), err
+		})
+	}
+}
