@@ -73,7 +73,9 @@ cp_start() {
 
 cp_stop() {
 	local pid
-	for pid in "${CP_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-	for pid in "${CP_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+	# || true: under set -e a killed child's status (143) would become the
+	# script's own, hiding the run's verdict.
+	for pid in "${CP_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${CP_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 	CP_PIDS=()
 }

@@ -11,7 +11,7 @@ source "$K8S_DIR/config.sh"
 # shellcheck source=control-plane.sh
 source "$K8S_DIR/control-plane.sh"
 
-# k8s_addons DIR SNAPSHOTTER_TAG writes the snapshot CRDs and the
+# k8s_addons DIR SNAPSHOTTER_TAG writes the (group) snapshot CRDs and the
 # snapshot-controller of the external-snapshotter module at the csi-snapshotter's
 # version, as a cluster administrator deploys them for node-local drivers:
 # --enable-distributed-snapshotting, the RBAC rule upstream leaves commented
@@ -22,7 +22,7 @@ k8s_addons() {
 	ctrl="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshotter/${tag%%.*}@$tag" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 	[[ -d $client && -d $ctrl ]] || die "cannot download external-snapshotter $tag"
 	mkdir -p "$dir/crds" "$dir/snapshot-controller"
-	cp "$client"/config/crd/snapshot.storage.k8s.io_*.yaml "$dir/crds/"
+	cp "$client"/config/crd/*snapshot.storage.k8s.io_*.yaml "$dir/crds/"
 	sed -e 's/^  # - apiGroups: \[""\]$/  - apiGroups: [""]/' \
 		-e 's/^  #   resources: \["nodes"\]$/    resources: ["nodes"]/' \
 		-e 's/^  #   verbs: \["get", "list", "watch"\]$/    verbs: ["get", "list", "watch"]/' \

@@ -85,27 +85,34 @@ func load(t *testing.T) []object {
 	}
 	var objects []object
 	for _, file := range files {
-		f, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decoder := yaml.NewDecoder(f)
-		for {
-			var doc map[string]any
-			err := decoder.Decode(&doc)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if doc != nil {
-				objects = append(objects, object{file: file, doc: doc})
-			}
-		}
-		f.Close()
+		objects = append(objects, decodeFile(t, file)...)
 	}
 	return objects
+}
+
+// decodeFile parses every document of one YAML file.
+func decodeFile(t *testing.T, file string) []object {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var objects []object
+	decoder := yaml.NewDecoder(f)
+	for {
+		var doc map[string]any
+		err := decoder.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return objects
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if doc != nil {
+			objects = append(objects, object{file: file, doc: doc})
+		}
+	}
 }
 
 func only(t *testing.T, objects []object, kind string) []object {
@@ -339,92 +346,3 @@ func TestSidecarDaemonSet(t *testing.T) {
 	}
 }
 
-// grant is one permission: verb on resource in apiGroup.
-type grant struct{ group, resource, verb string }
-
-// grants collects what the rules of a Role or ClusterRole allow.
-func grants(role map[string]any) map[grant]bool {
-	allowed := map[grant]bool{}
-	for _, rule := range list(role, "rules") {
-		for _, group := range texts(rule, "apiGroups") {
-			for _, resource := range texts(rule, "resources") {
-				for _, verb := range texts(rule, "verbs") {
-					allowed[grant{group, resource, verb}] = true
-				}
-			}
-		}
-	}
-	return allowed
-}
-
-func TestRBACCoversWhatTheSidecarsDo(t *testing.T) {
-	objects := load(t)
-	serviceAccount := str(get(only(t, objects, "DaemonSet")[0].doc, "spec", "template", "spec"), "serviceAccountName")
-	roles := map[string]map[string]any{}
-	for _, o := range objects {
-		if o.kind() == "Role" || o.kind() == "ClusterRole" {
-			roles[o.kind()+"/"+o.name()] = o.doc
-		}
-	}
-	// What the pod's ServiceAccount holds, cluster-wide and in its namespace.
-	cluster, local := map[grant]bool{}, map[grant]bool{}
-	for _, o := range objects {
-		if o.kind() != "ClusterRoleBinding" && o.kind() != "RoleBinding" {
-			continue
-		}
-		bound := false
-		for _, subject := range list(o.doc, "subjects") {
-			bound = bound || (str(subject, "kind") == "ServiceAccount" && str(subject, "name") == serviceAccount &&
-				str(subject, "namespace") == namespace)
-		}
-		role, ok := roles[str(o.doc, "roleRef", "kind")+"/"+str(o.doc, "roleRef", "name")]
-		if !bound {
-			continue
-		}
-		if !ok {
-			t.Errorf("%v refers to a role that is not in the manifests", o)
-			continue
-		}
-		into := cluster
-		if o.kind() == "RoleBinding" && str(o.doc, "roleRef", "kind") == "Role" {
-			into = local
-		}
-		for g := range grants(role) {
-			into[g] = true
-		}
-	}
-
-	type need struct {
-		why        string
-		namespaced bool
-		grant
-		verbs []string
-	}
-	needs := []need{
-		{"the provisioner creates and deletes PVs", false, grant{"", "persistentvolumes", ""}, []string{"get", "list", "watch", "create", "delete", "patch"}},
-		{"the provisioner follows and annotates PVCs", false, grant{"", "persistentvolumeclaims", ""}, []string{"get", "list", "watch", "update"}},
-		{"the provisioner reads StorageClasses", false, grant{"storage.k8s.io", "storageclasses", ""}, []string{"get", "list", "watch"}},
-		{"the provisioner reads node topology", false, grant{"storage.k8s.io", "csinodes", ""}, []string{"get", "list", "watch"}},
-		{"the provisioner reads nodes", false, grant{"", "nodes", ""}, []string{"get", "list", "watch"}},
-		{"the provisioner restores from snapshots", false, grant{"snapshot.storage.k8s.io", "volumesnapshotcontents", ""}, []string{"get", "list"}},
-		{"the provisioner publishes capacity", true, grant{"storage.k8s.io", "csistoragecapacities", ""}, []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{"the provisioner finds its pod as the capacity owner", true, grant{"", "pods", ""}, []string{"get"}},
-		{"the snapshotter reads classes", false, grant{"snapshot.storage.k8s.io", "volumesnapshotclasses", ""}, []string{"get", "list", "watch"}},
-		{"the snapshotter updates contents", false, grant{"snapshot.storage.k8s.io", "volumesnapshotcontents", ""}, []string{"get", "list", "watch", "update", "patch"}},
-		{"the snapshotter records content status", false, grant{"snapshot.storage.k8s.io", "volumesnapshotcontents/status", ""}, []string{"update", "patch"}},
-		{"the resizer records the new size on the PV", false, grant{"", "persistentvolumes", ""}, []string{"patch"}},
-		{"the resizer marks the PVC for node expansion", false, grant{"", "persistentvolumeclaims/status", ""}, []string{"patch"}},
-		{"the resizer elects its leader", true, grant{"coordination.k8s.io", "leases", ""}, []string{"get", "list", "watch", "create", "update"}},
-		{"every sidecar records events", false, grant{"", "events", ""}, []string{"create", "patch"}},
-	}
-	for _, n := range needs {
-		t.Run(n.why, func(t *testing.T) {
-			for _, verb := range n.verbs {
-				g := grant{n.group, n.resource, verb}
-				if !cluster[g] && !(n.namespaced && local[g]) {
-					t.Errorf("ServiceAccount %s/%s may not %s %s (group %q)", namespace, serviceAccount, verb, n.resource, n.group)
-				}
-			}
-		})
-	}
-}

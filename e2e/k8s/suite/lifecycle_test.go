@@ -241,9 +241,9 @@ func testDaemonRestart(t *testing.T, e *env) {
 	for i, u := range users {
 		before[i] = lines(u)
 	}
-	since := time.Now()
+	registered := registrations(t)
 	must(t, "systemctl", "restart", "zfs-csi")
-	e.registered(t, since)
+	e.registered(t, registered)
 	time.Sleep(15 * time.Second)
 	mounts := must(t, "cat", "/proc/self/mountinfo")
 	for i, u := range users {

@@ -51,27 +51,29 @@ func TestCluster(t *testing.T) {
 
 // 1. The daemon registers with kubelet, and again after either restarts.
 func testRegistration(t *testing.T, e *env) {
-	e.registered(t, time.Time{})
+	e.registered(t, 0)
 	for _, unit := range []string{"zfs-csi", "kubelet"} {
-		since := time.Now()
+		before, start := registrations(t), time.Now()
 		must(t, "systemctl", "restart", unit)
-		e.registered(t, since)
-		t.Logf("registered again after systemctl restart %s: %s", unit, time.Since(since).Round(time.Second))
+		e.registered(t, before)
+		t.Logf("registered again after systemctl restart %s: %s", unit, time.Since(start).Round(time.Second))
 	}
 }
 
-// registered waits for the daemon to log kubelet's registration after since,
-// then checks what kubelet made of it: the CSINode entry with the topology
-// key, and the node's topology label.
-func (e *env) registered(t *testing.T, since time.Time) {
+// registrations counts the daemon's log lines saying kubelet registered it.
+func registrations(t *testing.T) int {
+	t.Helper()
+	out := must(t, "journalctl", "-u", "zfs-csi", "-o", "cat", "--no-pager")
+	return strings.Count(out, "kubelet registered the plugin")
+}
+
+// registered waits for the daemon to log a registration beyond the first
+// before, then checks what kubelet made of it: the CSINode entry with the
+// topology key, and the node's topology label.
+func (e *env) registered(t *testing.T, before int) {
 	t.Helper()
 	eventually(t, 3*time.Minute, "the daemon to log that kubelet registered it", func() (bool, error) {
-		args := []string{"-u", "zfs-csi", "-o", "cat", "--no-pager"}
-		if !since.IsZero() {
-			args = append(args, "--since", fmt.Sprintf("@%d", since.Unix()))
-		}
-		out, err := run("journalctl", args...)
-		return strings.Contains(out, "kubelet registered the plugin"), err
+		return registrations(t) > before, nil
 	})
 	eventually(t, 2*time.Minute, "CSINode to list "+driverName, func() (bool, error) {
 		n, err := e.cs.StorageV1().CSINodes().Get(ctx(), e.node, metav1.GetOptions{})
