@@ -40,7 +40,9 @@ func testSnapshots(t *testing.T, e *env) {
 			restore, clone := src+"-restore", src+"-clone"
 			e.pvc(t, restore, c.name, "2Gi", c.mode(), "snap:"+snap)
 			e.pvc(t, clone, c.name, "1Gi", c.mode(), "pvc:"+src)
-			readSize := "set -e; cat /data/token > /dev/termination-log; df -k /data | tail -n 1 | awk '{print $2}' >> /dev/termination-log"
+			// -P: busybox df wraps a long device name (a dataset's) onto
+			// a line of its own otherwise.
+			readSize := "set -e; cat /data/token > /dev/termination-log; df -P -k /data | tail -n 1 | awk '{print $2}' >> /dev/termination-log"
 			e.pod(t, restore+"-reader", restore, false, readSize)
 			e.pod(t, clone+"-reader", clone, false, c.read())
 			got := strings.Fields(e.finished(t, restore+"-reader", 5*time.Minute))
