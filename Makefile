@@ -8,7 +8,7 @@ export ZFS_VERSION
 HELM_VERSION := v3.19.2
 HELM := out/tools/helm-$(HELM_VERSION)
 
-.PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s bench
+.PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s e2e-nomad bench
 
 # A static, stripped binary (-s -w: no symbol table or DWARF).
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -70,6 +70,14 @@ e2e-systemd:
 # make e2e or CI.
 e2e-k8s:
 	e2e/run.sh k8s
+
+# A real Nomad cluster of two hosts (two ZFS guests joined by a link): node-a
+# runs the server and a client, node-b a client, each with our .deb and its
+# own pool; the shipped job (exec driver) and volume specs; the scenarios of
+# e2e/nomad/suite. Nomad is built from the Go module proxy once (cached in
+# ~/.cache/zfs-csi-e2e). Not part of make e2e or CI.
+e2e-nomad:
+	e2e/run.sh nomad
 
 # Distro packages into dist/ (packaging/nfpm.yaml): the static binary in
 # /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi. nfpm is pinned

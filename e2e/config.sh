@@ -26,10 +26,10 @@ GUEST_PACKAGES=(
 	rpm
 )
 
-# E2E_IMAGE_FLAVOR=k8s (make e2e-k8s) adds the node's container runtime: a
+# E2E_IMAGE_FLAVOR=cluster (make e2e-k8s, e2e-nomad) adds a node's container runtime: a
 # separate cached image, so the other suites' image stays as it is. iptables and
 # conntrack serve kube-proxy, iproute2 the network set-up.
-if [[ ${E2E_IMAGE_FLAVOR:-} == k8s ]]; then
+if [[ ${E2E_IMAGE_FLAVOR:-} == cluster ]]; then
 	GUEST_PACKAGES+=(containerd runc containernetworking-plugins iptables conntrack iproute2)
 fi
 
@@ -52,7 +52,7 @@ zfs_apt_target() {
 # Packages the host needs to build and boot the guest (Debian package names).
 HOST_PACKAGES=(qemu-system-x86 qemu-utils mmdebstrap e2fsprogs coreutils)
 # make e2e-k8s runs the cluster's etcd on the host (Debian's etcd-server).
-[[ ${E2E_IMAGE_FLAVOR:-} == k8s ]] && HOST_PACKAGES+=(etcd-server)
+[[ ${E2E_HOST_ETCD:-} == 1 ]] && HOST_PACKAGES+=(etcd-server)
 
 # csi-sanity, built from the Go module proxy. One pin for the whole harness;
 # v5.6.0 is the newest v5 on the proxy, builds with Go 1.26, and matches the

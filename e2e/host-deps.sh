@@ -9,7 +9,7 @@ source "$E2E_DIR/config.sh"
 
 # Commands we call, each provided by one of HOST_PACKAGES.
 needed=(qemu-system-x86_64 qemu-img mmdebstrap mkfs.ext4 timeout flock)
-[[ ${E2E_IMAGE_FLAVOR:-} == k8s ]] && needed+=(etcd)
+[[ ${E2E_HOST_ETCD:-} == 1 ]] && needed+=(etcd)
 missing=()
 for cmd in "${needed[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")

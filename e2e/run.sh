@@ -8,6 +8,9 @@
 #   e2e/run.sh k8s    a Kubernetes cluster: the control plane on the host (e2e/k8s),
 #                     the guest as its node with our .deb, kubelet and containerd;
 #                     the scenarios of e2e/k8s/suite (make e2e-k8s), out/e2e-k8s
+#   e2e/run.sh nomad  a Nomad cluster of two guests (node-a: server and client,
+#                     node-b: client), each with our .deb; the shipped job and specs;
+#                     the scenarios of e2e/nomad/suite (make e2e-nomad), out/e2e-nomad
 #   e2e/run.sh image  only build (or find) the cached guest image (make e2e-image)
 #   e2e/run.sh bench  the benchmark, driver against bare zfs (make bench; guest/bench.sh,
 #                     e2e/bench), with its own out/e2e-bench; BENCH_ARGS go to the
@@ -32,6 +35,7 @@ E2E_OUT="$OUT/e2e"
 [[ ${1:-} == systemd ]] && E2E_OUT="$OUT/e2e-systemd" # keeps the init-booted run's results
 [[ ${1:-} == bench ]] && E2E_OUT="$OUT/e2e-bench"
 [[ ${1:-} == k8s ]] && E2E_OUT="$OUT/e2e-k8s"
+[[ ${1:-} == nomad ]] && E2E_OUT="$OUT/e2e-nomad"
 SHARE="$E2E_OUT/share"
 RESULTS="$SHARE/results"
 CONSOLE_LOG="$E2E_OUT/console.log"
@@ -109,7 +113,10 @@ share_binary() { install -m 0755 "$1" "$SHARE/$2"; }
 # The root disk is a throwaway qcow2 overlay, so the cached image never changes;
 # the pool disk is a fresh sparse file. Returns qemu's (or timeout's) status.
 boot_guest() {
-	local image="$1" work="$E2E_OUT/work"
+	# GUEST_NAME (optional) names a second guest of the same run (make
+	# e2e-nomad): its own disks, console log and prefix.
+	local image="$1" name="${GUEST_NAME:-}" work="$E2E_OUT/work${GUEST_NAME:+-$GUEST_NAME}"
+	local console="$E2E_OUT/console${name:+-$name}.log" prefix="[guest${name:+-$name}] "
 	mkdir -p "$work"
 	rm -f "$work/root.qcow2" "$work/pool.img"
 	# GUEST_ROOT_SIZE (optional) makes the overlay larger than the image; the
@@ -123,18 +130,18 @@ boot_guest() {
 		-nodefaults -no-user-config -display none -no-reboot
 		-serial stdio -monitor none
 		-kernel "$image/vmlinuz" -initrd "$image/initrd.img"
-		-append "console=ttyS0 root=/dev/vda rw init=$GUEST_BOOTSTRAP_INIT panic=1 $E2E_KERNEL_ARGS"
+		-append "console=ttyS0 root=/dev/vda rw init=$GUEST_BOOTSTRAP_INIT panic=1 $E2E_KERNEL_ARGS${name:+ zfs_csi_e2e.guest=$name}"
 		-drive "file=$work/root.qcow2,format=qcow2,if=virtio,cache=unsafe"
 		-drive "file=$work/pool.img,format=raw,if=virtio,cache=unsafe"
 		-virtfs "local,path=$SHARE,mount_tag=share,security_model=none"
 		-device virtio-rng-pci
 		"${GUEST_EXTRA_QEMU[@]}"
 	)
-	log "booting the ZFS $ZFS_VERSION guest (TCG, deadline ${E2E_TIMEOUT} s)"
+	log "booting the ZFS $ZFS_VERSION guest${name:+ $name} (TCG, deadline ${E2E_TIMEOUT} s)"
 	set +e
 	# sed -u strips the serial console's CRs and prefixes lines without buffering.
 	timeout -k 10 "$E2E_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 |
-		sed -u 's/\r//g' | tee "$CONSOLE_LOG" | sed -u 's/^/[guest] /'
+		sed -u 's/\r//g' | tee "$console" | sed -u "s/^/$prefix/"
 	local rc=${PIPESTATUS[0]}
 	set -e
 	return "$rc"
@@ -190,11 +197,14 @@ GUEST_EXTRA_QEMU=()
 
 main() {
 	local mode="${1:-e2e}" start=$SECONDS
-	if [[ $mode == bench || $mode == k8s ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
+	if [[ $mode == bench || $mode == k8s || $mode == nomad ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
 		E2E_TIMEOUT=5400
 	fi
-	# The Kubernetes node's image also holds containerd, runc and the CNI plugins.
-	[[ $mode == k8s ]] && export E2E_IMAGE_FLAVOR=k8s
+	# The orchestrators' nodes boot an image that also holds containerd, runc,
+	# the CNI plugins and network tools; the Kubernetes control plane on the
+	# host needs etcd.
+	if [[ $mode == k8s || $mode == nomad ]]; then export E2E_IMAGE_FLAVOR=cluster; fi
+	if [[ $mode == k8s ]]; then export E2E_HOST_ETCD=1; fi
 	zfs_apt_target >/dev/null # validates ZFS_VERSION before any slow work
 	"$E2E_DIR/host-deps.sh"
 	IMAGE_DIR="$("$E2E_DIR/build-image.sh")"
@@ -244,7 +254,19 @@ main() {
 		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
 		trap cp_stop EXIT
 		;;
-	*) die "unknown mode '$mode' (e2e, demo, systemd, bench, k8s or image)" ;;
+	nomad)
+		# shellcheck source=nomad/host.sh
+		source "$E2E_DIR/nomad/host.sh"
+		make -C "$REPO" --no-print-directory deb PKG_ARCHES=amd64 || die "the package does not build (make deb)"
+		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$SHARE/"
+		nomad_prepare "$SHARE/nomad"
+		GUEST_MEMORY=3G
+		# shellcheck disable=SC2207
+		GUEST_EXTRA_QEMU=($(nomad_link a))
+		nomad_peer_start
+		trap nomad_peer_stop EXIT
+		;;
+	*) die "unknown mode '$mode' (e2e, demo, systemd, bench, k8s, nomad or image)" ;;
 	esac
 	log "artifacts ready after $((SECONDS - start)) s"
 	local rc=0

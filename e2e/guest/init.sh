@@ -86,11 +86,11 @@ main() {
 	finish $?
 }
 
-# A systemd-booted run (make e2e-systemd, make e2e-k8s) hands PID 1 to systemd
+# A systemd-booted run (make e2e-systemd, e2e-k8s, e2e-nomad) hands PID 1 to systemd
 # instead, before anything here is mounted or started: guest/systemd/boot.sh
 # runs guest/<mode>/suite.sh once the system is up.
 case "$(cat "$SHARE/mode" 2>/dev/null)" in
-systemd | k8s) exec /bin/bash "$GUEST_DIR/systemd/boot.sh" ;;
+systemd | k8s | nomad) exec /bin/bash "$GUEST_DIR/systemd/boot.sh" ;;
 esac
 
 main

@@ -1,0 +1,165 @@
+package suite
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env is the cluster under test, from the environment suite.sh sets.
+type env struct {
+	specs   string // the shipped packaging/nomad files
+	node    string // this host's node (and Nomad client) name
+	peer    string // the other client's
+	peerZFS string // where the peer publishes its `zfs list`
+	pool    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	get := func(k string) string {
+		v := os.Getenv(k)
+		if v == "" {
+			t.Skipf("%s is not set: these scenarios run on the e2e-nomad cluster (make e2e-nomad)", k)
+		}
+		return v
+	}
+	return &env{specs: get("ZFS_CSI_E2E_NOMAD_SPECS"), node: get("ZFS_CSI_E2E_NODE"), peer: get("ZFS_CSI_E2E_PEER"),
+		peerZFS: get("ZFS_CSI_E2E_PEER_ZFS"), pool: get("ZFS_CSI_E2E_POOL")}
+}
+
+// run runs a command and returns its combined output.
+func run(name string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), err
+}
+
+func must(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := run(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// nomadJSON runs a nomad command with -json and decodes its output.
+func nomadJSON(t *testing.T, into any, args ...string) {
+	t.Helper()
+	out := must(t, "nomad", args...)
+	if err := json.Unmarshal([]byte(out), into); err != nil {
+		t.Fatalf("nomad %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// eventually polls cond every second until it says done or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		done, err := cond()
+		if err != nil {
+			last = err
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// spec writes a copy of a shipped volume spec with the edits README.md tells
+// a user to make (id, name, node, size, snapshot) and returns its path.
+func (e *env) spec(t *testing.T, file string, edits map[string]string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.specs, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for from, to := range edits {
+		if !strings.Contains(text, from) {
+			t.Fatalf("%s has no %q to replace: the spec changed, update the scenario", file, from)
+		}
+		text = strings.ReplaceAll(text, from, to)
+	}
+	path := filepath.Join(t.TempDir(), file)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// volume is what `nomad volume status -json` tells about one volume.
+type volume struct {
+	ID, ExternalID string
+	Schedulable    bool
+	Capacity       int64
+	Snapshot       string
+}
+
+func (e *env) volume(t *testing.T, id string) volume {
+	t.Helper()
+	var v volume
+	nomadJSON(t, &v, "volume", "status", "-json", id)
+	return v
+}
+
+// dataset is the dataset behind a volume and the node it says it is on.
+func dataset(t *testing.T, v volume) (node, ds string) {
+	t.Helper()
+	node, ds, ok := strings.Cut(v.ExternalID, ":")
+	if !ok {
+		t.Fatalf("volume %s: external ID %q is not <node>:<dataset>", v.ID, v.ExternalID)
+	}
+	return node, ds
+}
+
+// datasets lists what a node's pool holds: this host's with zfs, the peer's
+// from what it publishes into the share every second.
+func (e *env) datasets(t *testing.T, node string) []string {
+	t.Helper()
+	var out string
+	if node == e.node {
+		out = must(t, "zfs", "list", "-H", "-t", "all", "-o", "name", "-r", e.pool)
+	} else {
+		data, err := os.ReadFile(e.peerZFS)
+		if err != nil {
+			t.Fatalf("the peer's zfs list: %v", err)
+		}
+		out = string(data)
+	}
+	return strings.Fields(out)
+}
+
+// onNode waits until ds exists (want) or is gone (!want) on node.
+func (e *env) onNode(t *testing.T, node, ds string, want bool) {
+	t.Helper()
+	eventually(t, time.Minute, fmt.Sprintf("%s on %s: exists=%v", ds, node, want), func() (bool, error) {
+		for _, name := range e.datasets(t, node) {
+			if name == ds {
+				return want, nil
+			}
+		}
+		return !want, nil
+	})
+}
+
+// decode reads the JSON a nomad command printed.
+func decode(out string, into any) error { return json.Unmarshal([]byte(out), into) }

@@ -1,0 +1,351 @@
+package suite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const pluginID = "zfs.csi.dev"
+
+// TestNomad runs the scenarios in order on one cluster: the plugin job first
+// (the rest need it), nothing left behind last.
+func TestNomad(t *testing.T) {
+	e := newEnv(t)
+	scenarios := []struct {
+		name     string
+		run      func(*testing.T, *env)
+		required bool
+	}{
+		{"Plugin", testPlugin, true},
+		{"Routing", testRouting, false},
+		{"Volumes", testVolumes, false},
+		{"SnapshotRestoreExpand", testSnapshotRestoreExpand, false},
+		{"Restart", testRestart, false},
+		{"NothingLeft", testNothingLeft, false},
+	}
+	for _, s := range scenarios {
+		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) && s.required {
+			t.Fatalf("%s failed: the remaining scenarios need it", s.name)
+		}
+	}
+}
+
+// 1. The shipped job (exec driver, host volume) runs on both clients and the
+// plugin's controllers and nodes are healthy on each.
+func testPlugin(t *testing.T, e *env) {
+	must(t, "nomad", "job", "run", "-detach", filepath.Join(e.specs, "zfs-csi.nomad.hcl"))
+	eventually(t, 5*time.Minute, "the plugin healthy on both clients", func() (bool, error) {
+		var p struct {
+			ControllersHealthy, ControllersExpected, NodesHealthy, NodesExpected int
+		}
+		out, err := run("nomad", "plugin", "status", "-json", pluginID)
+		if err != nil {
+			return false, err
+		}
+		if err := decode(out, &p); err != nil {
+			return false, err
+		}
+		return p.ControllersHealthy == 2 && p.NodesHealthy == 2,
+			fmt.Errorf("controllers %d/%d, nodes %d/%d", p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected)
+	})
+	t.Log(must(t, "nomad", "plugin", "status", pluginID))
+}
+
+// 2. Nomad sends each controller call to any instance of the plugin. Twenty
+// creates alternating between the nodes each succeed the first time, on the
+// node asked; twenty deletes too.
+func testRouting(t *testing.T, e *env) {
+	nodes := []string{e.node, e.peer}
+	firstRun := map[string]int{}
+	var ids []string
+	for i := range 20 {
+		node := nodes[i%2]
+		id := fmt.Sprintf("route-%02d", i)
+		spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + node + `"`,
+			`"10GiB"`: `"64MiB"`})
+		if out, err := run("nomad", "volume", "create", spec); err != nil {
+			t.Errorf("create %d for %s failed on its first run: %v", i, node, err)
+			continue
+		} else if !strings.Contains(out, "Created") {
+			t.Errorf("create %d: %s", i, out)
+		}
+		v := e.volume(t, id)
+		got, ds := dataset(t, v)
+		if got != node {
+			t.Errorf("volume %s asked for %s, made on %s", id, node, got)
+			continue
+		}
+		e.onNode(t, node, ds, true)
+		firstRun[node]++
+		ids = append(ids, id)
+	}
+	t.Logf("creates that succeeded on their first run, per node: %v (of 10 each)", firstRun)
+	deleted := map[string]int{}
+	for _, id := range ids {
+		v := e.volume(t, id)
+		node, ds := dataset(t, v)
+		if _, err := run("nomad", "volume", "delete", id); err != nil {
+			t.Errorf("delete of %s (on %s) failed on its first run: %v", id, node, err)
+			continue
+		}
+		e.onNode(t, node, ds, false)
+		deleted[node]++
+	}
+	t.Logf("deletes that succeeded on their first run, per node: %v", deleted)
+}
+
+// workload is a batch job that claims a volume and runs script in a shell,
+// under the exec driver.
+func (e *env) workload(t *testing.T, job, vol string, block bool, script string) string {
+	t.Helper()
+	attachment, dest := "file-system", "/data"
+	if block {
+		attachment, dest = "block-device", "/dev/xvda"
+	}
+	hcl := fmt.Sprintf(`job %q {
+  type = "batch"
+  group "g" {
+    volume "data" {
+      type            = "csi"
+      source          = %q
+      access_mode     = "single-node-writer"
+      attachment_mode = %q
+    }
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", %q]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = %q
+      }
+      resources {
+        cpu    = 50
+        memory = 64
+      }
+    }
+  }
+}
+`, job, vol, attachment, script, dest)
+	path := filepath.Join(t.TempDir(), job+".nomad.hcl")
+	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// alloc is what `nomad job allocs -json` tells about an allocation.
+type alloc struct {
+	ID, NodeName, ClientStatus, ClientDescription string
+	TaskStates                                    map[string]struct {
+		Restarts int
+		Failed   bool
+	}
+}
+
+// runJob runs a batch job to completion and returns its node and output.
+func (e *env) runJob(t *testing.T, path, job string) (node, stdout string) {
+	t.Helper()
+	must(t, "nomad", "job", "run", "-detach", path)
+	var a alloc
+	eventually(t, 5*time.Minute, "job "+job+" to complete", func() (bool, error) {
+		var allocs []alloc
+		out, err := run("nomad", "job", "allocs", "-json", job)
+		if err != nil {
+			return false, err
+		}
+		if err := decode(out, &allocs); err != nil || len(allocs) == 0 {
+			return false, fmt.Errorf("allocs: %v %s", err, out)
+		}
+		a = allocs[0]
+		if a.ClientStatus == "failed" {
+			status, _ := run("nomad", "alloc", "status", a.ID)
+			logs, _ := run("nomad", "alloc", "logs", "-stderr", a.ID)
+			t.Fatalf("job %s failed: %s\n%s", job, logs, status)
+		}
+		return a.ClientStatus == "complete", fmt.Errorf("alloc %s: %s", a.ID, a.ClientStatus)
+	})
+	stdout = strings.TrimSpace(must(t, "nomad", "alloc", "logs", a.ID))
+	must(t, "nomad", "job", "stop", "-purge", job)
+	return a.NodeName, stdout
+}
+
+// 3. Each shipped volume spec: a job claiming the volume is placed on its
+// node, writes, and a second job there reads it back; the volume deletes.
+func testVolumes(t *testing.T, e *env) {
+	for _, c := range []struct {
+		file, id, size string
+		block          bool
+	}{
+		{"volume-dataset.hcl", "pg-data", "10GiB", false},
+		{"volume-ext4.hcl", "mysql-data", "20GiB", false},
+		{"volume-block.hcl", "vm-disk", "8GiB", true},
+	} {
+		t.Run(strings.TrimSuffix(c.file, ".hcl"), func(t *testing.T) {
+			node := e.peer // the other host: placement must follow the volume
+			id := "vol-" + c.id
+			spec := e.spec(t, c.file, map[string]string{`"` + c.id + `"`: `"` + id + `"`, `"host-1"`: `"` + node + `"`,
+				`"` + c.size + `"`: `"256MiB"`})
+			must(t, "nomad", "volume", "create", spec)
+			_, ds := dataset(t, e.volume(t, id))
+			token := "token-of-" + id
+			write, read := "echo "+token+" > /data/token && sync", "cat /data/token"
+			if c.block {
+				write = "printf '%s\\n' " + token + " | dd of=/dev/xvda bs=4096 conv=sync,fsync 2>/dev/null"
+				read = "head -n 1 /dev/xvda"
+			}
+			placed, _ := e.runJob(t, e.workload(t, id+"-writer", id, c.block, write), id+"-writer")
+			if placed != node {
+				t.Errorf("the writer ran on %s, the volume is on %s", placed, node)
+			}
+			placed, got := e.runJob(t, e.workload(t, id+"-reader", id, c.block, read), id+"-reader")
+			if placed != node || got != token {
+				t.Errorf("the reader on %s read %q, want %q on %s", placed, got, token, node)
+			}
+			must(t, "nomad", "volume", "delete", id)
+			e.onNode(t, node, ds, false)
+		})
+	}
+}
+
+// 4. Snapshot, a volume from it, expansion, deletion (on this host, where
+// the test reads the ZFS properties).
+func testSnapshotRestoreExpand(t *testing.T, e *env) {
+	id := "snapped"
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
+	must(t, "nomad", "volume", "create", spec)
+	_, ds := dataset(t, e.volume(t, id))
+	e.runJob(t, e.workload(t, "snapped-writer", id, false, "echo snapped > /data/token && sync"), "snapped-writer")
+
+	var snaps struct {
+		Snapshots []struct{ ID string }
+	}
+	nomadJSON(t, &snaps, "volume", "snapshot", "create", "-json", id, "nightly")
+	if len(snaps.Snapshots) != 1 {
+		t.Fatalf("snapshot create: %+v", snaps)
+	}
+	snapID := snaps.Snapshots[0].ID
+	restore := e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"snapped-restore"`,
+		`"host-1:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
+	must(t, "nomad", "volume", "create", restore)
+	if _, got := e.runJob(t, e.workload(t, "restore-reader", "snapped-restore", false, "cat /data/token"), "restore-reader"); got != "snapped" {
+		t.Errorf("the volume from the snapshot holds %q, want %q", got, "snapped")
+	}
+
+	// Expansion: the same spec again with a larger size (Nomad ≥ 1.6).
+	grown := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"512MiB"`})
+	if out, err := run("nomad", "volume", "create", grown); err != nil {
+		t.Errorf("expanding by creating again with a larger size: %v %s", err, out)
+	} else if q := strings.TrimSpace(must(t, "zfs", "get", "-Hp", "-o", "value", "refquota", ds)); q != "536870912" {
+		t.Errorf("after the expansion %s has refquota %s, want 536870912", ds, q)
+	}
+
+	must(t, "nomad", "volume", "delete", "snapped-restore")
+	must(t, "nomad", "volume", "snapshot", "delete", pluginID, snapID)
+	must(t, "nomad", "volume", "delete", id)
+	e.onNode(t, e.node, ds, false)
+}
+
+// 5. Restarting zfs-csi and the Nomad agent while a job writes: the job keeps
+// running and its data.
+func testRestart(t *testing.T, e *env) {
+	id := "busy"
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
+	must(t, "nomad", "volume", "create", spec)
+	_, ds := dataset(t, e.volume(t, id))
+	path := e.workload(t, "busy-writer", id, false, "set -e; i=0; while true; do i=$((i+1)); echo $i >> /data/log; sleep 0.2; done")
+	text, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, []byte(strings.Replace(string(text), `type = "batch"`, `type = "service"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "nomad", "job", "run", "-detach", path)
+	var a alloc
+	eventually(t, 5*time.Minute, "busy-writer to run", func() (bool, error) {
+		var allocs []alloc
+		out, err := run("nomad", "job", "allocs", "-json", "busy-writer")
+		if err != nil || decode(out, &allocs) != nil || len(allocs) == 0 {
+			return false, fmt.Errorf("%v %s", err, out)
+		}
+		a = allocs[0]
+		return a.ClientStatus == "running", fmt.Errorf("%s", a.ClientStatus)
+	})
+	mount := mountOf(t, ds)
+	lines := func() int {
+		data, err := os.ReadFile(filepath.Join(mount, "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(data), "\n")
+	}
+	for _, unit := range []string{"zfs-csi", "nomad"} {
+		before := lines()
+		must(t, "systemctl", "restart", unit)
+		eventually(t, 3*time.Minute, "the agent's API after restarting "+unit, func() (bool, error) {
+			_, err := run("nomad", "node", "status", "-self")
+			return err == nil, err
+		})
+		time.Sleep(15 * time.Second)
+		var now alloc
+		nomadJSON(t, &now, "alloc", "status", "-json", a.ID)
+		if now.ClientStatus != "running" || now.TaskStates["t"].Restarts != 0 {
+			t.Errorf("after restarting %s: the writer is %s (%s), %d restarts", unit, now.ClientStatus, now.ClientDescription, now.TaskStates["t"].Restarts)
+		}
+		if after := lines(); after <= before {
+			t.Errorf("after restarting %s the writer stopped writing: %d lines, then %d", unit, before, after)
+		}
+	}
+	must(t, "nomad", "job", "stop", "-purge", "busy-writer")
+	eventually(t, 3*time.Minute, "the volume's claim to be released", func() (bool, error) {
+		_, err := run("nomad", "volume", "delete", id)
+		return err == nil, err
+	})
+	e.onNode(t, e.node, ds, false)
+}
+
+// mountOf finds where a dataset is mounted on this host.
+func mountOf(t *testing.T, ds string) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == ds && f[2] == "zfs" {
+			return f[1]
+		}
+	}
+	t.Fatalf("%s is not mounted", ds)
+	return ""
+}
+
+// 6. Nothing is left on either node, and no volume in Nomad.
+func testNothingLeft(t *testing.T, e *env) {
+	for _, node := range []string{e.node, e.peer} {
+		eventually(t, 4*time.Minute, "nothing under "+e.pool+"/csi on "+node, func() (bool, error) {
+			var left []string
+			for _, ds := range e.datasets(t, node) {
+				if ds != e.pool && ds != e.pool+"/csi" {
+					left = append(left, ds)
+				}
+			}
+			return len(left) == 0, fmt.Errorf("left: %v", left)
+		})
+	}
+	if out := strings.TrimSpace(must(t, "nomad", "volume", "status", "-type", "csi")); !strings.Contains(out, "No CSI volumes") && out != "" {
+		t.Errorf("volumes left in Nomad:\n%s", out)
+	}
+}
