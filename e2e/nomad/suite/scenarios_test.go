@@ -231,14 +231,15 @@ func testSnapshotRestoreExpand(t *testing.T, e *env) {
 	_, ds := dataset(t, e.volume(t, id))
 	e.runJob(t, e.workload(t, "snapped-writer", id, false, "echo snapped > /data/token && sync"), "snapped-writer")
 
-	var snaps struct {
-		Snapshots []struct{ ID string }
+	// A table: "Snapshot ID  Volume ID  Size  Create Time  Ready?".
+	out := strings.Split(strings.TrimSpace(must(t, "nomad", "volume", "snapshot", "create", id, "nightly")), "\n")
+	if len(out) != 2 || !strings.HasPrefix(out[0], "Snapshot ID") {
+		t.Fatalf("snapshot create printed %q", out)
 	}
-	nomadJSON(t, &snaps, "volume", "snapshot", "create", "-json", id, "nightly")
-	if len(snaps.Snapshots) != 1 {
-		t.Fatalf("snapshot create: %+v", snaps)
+	snapID := strings.Fields(out[1])[0]
+	if want := e.node + ":" + ds + "@nightly"; snapID != want {
+		t.Errorf("snapshot ID %s, want %s", snapID, want)
 	}
-	snapID := snaps.Snapshots[0].ID
 	restore := e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"snapped-restore"`,
 		`"host-1:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
 	must(t, "nomad", "volume", "create", restore)
