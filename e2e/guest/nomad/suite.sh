@@ -108,10 +108,10 @@ peer_interface() { ls /sys/class/net | grep -v '^lo$' | head -1; }
 # a: both clients ready.
 step_cluster() {
 	wait_for 300 "two ready Nomad clients" nodes_ready || { nomad node status; journalctl -u nomad --no-pager | tail -30; return 1; }
-	STEP_NOTE="$(nomad node status | tail -n +2 | awk '{print $3 "/" $NF}' | tr '\n' ' ')"
+	STEP_NOTE="$(nomad node status | tail -n +2 | awk '{print $4 " " $NF}' | tr '\n' ' ')"
 }
 
-nodes_ready() { [[ $(nomad node status 2>/dev/null | grep -c ' ready ') -eq 2 ]]; }
+nodes_ready() { [[ $(nomad node status 2>/dev/null | awk '$NF == "ready"' | wc -l) -eq 2 ]]; }
 
 step_scenarios() {
 	local args=(-test.v -test.timeout 80m)
