@@ -7,15 +7,16 @@
 # socket Nomad gives the task ($CSI_ENDPOINT) and forwards each connection to
 # the daemon's socket, byte for byte.
 #
-# The bridge runs under the exec driver: in a chroot of its own, isolated by
-# namespaces and cgroups, seeing of the host only the daemon's socket
-# directory (the host volume "zfs-csi") and Nomad's plugin directories. It
-# runs as root in there, because the daemon's socket is root's. No raw_exec
-# needed; zfs-csi-raw-exec.nomad.hcl is the fallback for clients without exec.
+# The bridge runs under raw_exec: as the agent's user (root), without
+# isolation. Once a client enables raw_exec, every job submitter may use it,
+# so restrict it (a Nomad namespace for this job whose capabilities enable
+# raw_exec, disabled in the others, and ACLs on who submits there), or use
+# zfs-csi-exec.nomad.hcl. README.md, "Nomad", compares them.
 #
 # Needs on each client: the zfs-csi package, configured and running
-# (systemctl status zfs-csi), and the host volume of client.hcl in the
-# agent's configuration. Nomad places the job only on clients that have it.
+# (systemctl status zfs-csi), client.hcl's host volume (the job is placed
+# only on clients that declare it), and the raw_exec driver enabled:
+#   plugin "raw_exec" { config { enabled = true } }
 #
 #   nomad job run zfs-csi.nomad.hcl
 #   nomad plugin status zfs.csi.dev
@@ -29,17 +30,31 @@ variable "nomad_data_dir" {
   description = "The clients' data_dir. Nomad keeps its CSI staging and per-allocation mount points under <data_dir>/client/csi/monolith/<plugin id>."
 }
 
+variable "daemon_socket" {
+  type        = string
+  default     = "unix:///run/zfs-csi/csi.sock"
+  description = "The daemon's CSI_ENDPOINT (see /etc/default/zfs-csi)."
+}
+
 job "zfs-csi" {
   type     = "system"
   priority = 90
 
+  # Only where the host daemon can run.
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+  }
+
   group "plugin" {
-    # The daemon's socket directory, declared by client.hcl: clients without
-    # it get no instance of the plugin.
+    # The daemon's socket directory, declared by client.hcl. raw_exec mounts
+    # nothing (the bridge reaches the socket on the host), but Nomad places
+    # the group only on clients that have the volume: a client without
+    # zfs-csi gets no instance of the plugin.
     volume "socket" {
       type      = "host"
       source    = "zfs-csi"
-      read_only = false
+      read_only = true
     }
 
     restart {
@@ -50,25 +65,19 @@ job "zfs-csi" {
     }
 
     task "bridge" {
-      driver = "exec"
-      # The daemon's socket is root's (mode 0600).
-      user = "root"
+      driver = "raw_exec"
 
       config {
         command = "/usr/sbin/zfs-csi"
-        args    = ["nomad-bridge", "--target", "unix:///run/zfs-csi/csi.sock"]
-      }
-
-      volume_mount {
-        volume      = "socket"
-        destination = "/run/zfs-csi"
+        args    = ["nomad-bridge", "--target", var.daemon_socket]
       }
 
       csi_plugin {
         id   = "zfs.csi.dev"
         type = "monolith"
-        # Where Nomad puts the plugin's socket in the task: CSI_ENDPOINT,
-        # which the bridge listens on.
+        # raw_exec has no filesystem isolation: Nomad ignores mount_dir and
+        # passes the socket's host path in CSI_ENDPOINT, which the bridge
+        # listens on.
         mount_dir = "/csi"
         # Nomad hands the plugin staging and target paths under this
         # directory and binds the same host paths into the tasks that use the

@@ -25,6 +25,7 @@ func TestNomad(t *testing.T) {
 		{"Volumes", testVolumes, false},
 		{"SnapshotRestoreExpand", testSnapshotRestoreExpand, false},
 		{"Restart", testRestart, false},
+		{"RawExecFallback", testRawExecFallback, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
 	for _, s := range scenarios {
@@ -34,10 +35,17 @@ func TestNomad(t *testing.T) {
 	}
 }
 
-// 1. The shipped job (exec driver, host volume) runs on both clients and the
-// plugin's controllers and nodes are healthy on each.
+// 1. The shipped job under exec (zfs-csi-exec.nomad.hcl) runs on both
+// clients and the plugin's controllers and nodes are healthy on each. The
+// raw_exec job is run by RawExecFallback.
 func testPlugin(t *testing.T, e *env) {
-	must(t, "nomad", "job", "run", "-detach", filepath.Join(e.specs, "zfs-csi.nomad.hcl"))
+	e.plugin(t, "zfs-csi-exec.nomad.hcl")
+}
+
+// plugin runs a plugin job and waits for it to be healthy on both clients.
+func (e *env) plugin(t *testing.T, job string) {
+	t.Helper()
+	must(t, "nomad", "job", "run", "-detach", filepath.Join(e.specs, job))
 	eventually(t, 5*time.Minute, "the plugin healthy on both clients", func() (bool, error) {
 		var p struct {
 			ControllersHealthy, ControllersExpected, NodesHealthy, NodesExpected int
@@ -49,8 +57,11 @@ func testPlugin(t *testing.T, e *env) {
 		if err := decode(out, &p); err != nil {
 			return false, err
 		}
-		return p.ControllersHealthy == 2 && p.NodesHealthy == 2,
-			fmt.Errorf("controllers %d/%d, nodes %d/%d", p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected)
+		if p.ControllersHealthy == 2 && p.NodesHealthy == 2 {
+			return true, nil
+		}
+		status, _ := run("nomad", "job", "status", "zfs-csi")
+		return false, fmt.Errorf("controllers %d/%d, nodes %d/%d; %s", p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected, status)
 	})
 	t.Log(must(t, "nomad", "plugin", "status", pluginID))
 }
@@ -125,6 +136,7 @@ func (e *env) workload(t *testing.T, job, vol string, block bool, script string)
     }
     task "t" {
       driver = "exec"
+      user   = "root"
       config {
         command = "/bin/sh"
         args    = ["-c", %q]
@@ -315,6 +327,23 @@ func testRestart(t *testing.T, e *env) {
 		return err == nil, err
 	})
 	e.onNode(t, e.node, ds, false)
+}
+
+// 6. The raw_exec job (zfs-csi.nomad.hcl) in place of the exec one: healthy
+// on both clients, and a volume on the other node creates and deletes.
+func testRawExecFallback(t *testing.T, e *env) {
+	must(t, "nomad", "job", "stop", "-purge", "zfs-csi")
+	e.plugin(t, "zfs-csi.nomad.hcl")
+	id := "raw"
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.peer + `"`, `"10GiB"`: `"64MiB"`})
+	must(t, "nomad", "volume", "create", spec)
+	node, ds := dataset(t, e.volume(t, id))
+	if node != e.peer {
+		t.Errorf("volume made on %s, asked for %s", node, e.peer)
+	}
+	e.onNode(t, node, ds, true)
+	must(t, "nomad", "volume", "delete", id)
+	e.onNode(t, node, ds, false)
 }
 
 // mountOf finds where a dataset is mounted on this host.
