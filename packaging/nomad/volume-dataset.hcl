@@ -5,10 +5,11 @@
 # Volumes are node-local. topology_request pins the volume to one client
 # (the segment value is that host's ZFS_CSI_NODE_ID, its hostname by
 # default); Nomad then places the jobs that claim it on that client. Nomad
-# sends the create to any client running the plugin: one that is not the
-# requested node answers RESOURCE_EXHAUSTED and creates nothing; run the
-# command again (see the README, "Nomad"). Without topology_request the
-# volume is made on whichever client Nomad asked.
+# sends the create to any client running the plugin; one that is not the
+# requested node refuses with an error Nomad treats as retryable, and Nomad
+# tries the next client, so the command succeeds the first time (see the
+# README, "Nomad"). Without topology_request the volume is made on whichever
+# client Nomad asked.
 id        = "pg-data"
 name      = "pg-data"
 type      = "csi"
