@@ -184,9 +184,14 @@ step_restart_keeps_publishes() {
 	zvol="$(stage_and_publish restart-ext4 --fs-type ext4)" || { fail "ext4 volume: create, stage or publish failed"; return 1; }
 	mounts_under "$WORK" | sed 's/^/    before: /'
 	pid_before="$(prop MainPID)"
+	# The socket directory outlives the restart (RuntimeDirectoryPreserve): a
+	# Nomad bridge under exec holds it bind-mounted.
+	local rundir_before
+	rundir_before="$(stat -c %i /run/zfs-csi)"
 	say "systemctl restart $UNIT with two volumes published"
 	check "systemctl restart" systemctl restart "$UNIT" || return 1
 	check "a new daemon process" [ "$(prop MainPID)" != "$pid_before" ] || return 1
+	check "the same /run/zfs-csi after the restart" [ "$(stat -c %i /run/zfs-csi)" = "$rundir_before" ] || return 1
 	mounts_under "$WORK" | sed 's/^/    after:  /'
 	local name volume
 	for name in restart-dataset restart-ext4; do

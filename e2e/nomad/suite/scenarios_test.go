@@ -186,8 +186,9 @@ func (e *env) runJob(t *testing.T, path, job string) (node, stdout string) {
 		a = allocs[0]
 		if a.ClientStatus == "failed" {
 			status, _ := run("nomad", "alloc", "status", a.ID)
-			logs, _ := run("nomad", "alloc", "logs", "-stderr", a.ID)
-			t.Fatalf("job %s failed: %s\n%s", job, logs, status)
+			stdout, _ := run("nomad", "alloc", "logs", a.ID)
+			stderr, _ := run("nomad", "alloc", "logs", "-stderr", a.ID)
+			t.Fatalf("job %s failed: stdout %q, stderr %q\n%s", job, stdout, stderr, status)
 		}
 		return a.ClientStatus == "complete", fmt.Errorf("alloc %s: %s", a.ID, a.ClientStatus)
 	})
@@ -208,6 +209,10 @@ func testVolumes(t *testing.T, e *env) {
 		{"volume-block.hcl", "vm-disk", "8GiB", true},
 	} {
 		t.Run(strings.TrimSuffix(c.file, ".hcl"), func(t *testing.T) {
+			if c.block {
+				e.blockVolume(t, c.file, c.id, c.size)
+				return
+			}
 			node := e.peer // the other host: placement must follow the volume
 			id := "vol-" + c.id
 			spec := e.spec(t, c.file, map[string]string{`"` + c.id + `"`: `"` + id + `"`, `"host-1"`: `"` + node + `"`,
@@ -216,10 +221,6 @@ func testVolumes(t *testing.T, e *env) {
 			_, ds := dataset(t, e.volume(t, id))
 			token := "token-of-" + id
 			write, read := "echo "+token+" > /data/token && sync", "cat /data/token"
-			if c.block {
-				write = "printf '%s\\n' " + token + " | dd of=/dev/xvda bs=4096 conv=sync,fsync 2>/dev/null"
-				read = "head -n 1 /dev/xvda"
-			}
 			placed, _ := e.runJob(t, e.workload(t, id+"-writer", id, c.block, write), id+"-writer")
 			if placed != node {
 				t.Errorf("the writer ran on %s, the volume is on %s", placed, node)
@@ -232,6 +233,69 @@ func testVolumes(t *testing.T, e *env) {
 			e.onNode(t, node, ds, false)
 		})
 	}
+}
+
+// blockVolume checks a raw block volume through Nomad. Tasks under exec
+// cannot open the device (its cgroup allows no block devices), so the jobs
+// only hold the claim, on this host, and the test writes and reads the
+// device Nomad published for each allocation.
+func (e *env) blockVolume(t *testing.T, file, specID, size string) {
+	id := "vol-" + specID
+	spec := e.spec(t, file, map[string]string{`"` + specID + `"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"` + size + `"`: `"256MiB"`})
+	must(t, "nomad", "volume", "create", spec)
+	_, ds := dataset(t, e.volume(t, id))
+	token := "token-of-" + id
+	for i, job := range []string{id + "-writer", id + "-reader"} {
+		path := e.workload(t, job, id, true, "trap 'exit 0' TERM; while true; do sleep 1; done")
+		a := e.running(t, path, job)
+		if a.NodeName != e.node {
+			t.Errorf("%s ran on %s, the volume is on %s", job, a.NodeName, e.node)
+		}
+		devices, _ := filepath.Glob(filepath.Join("/opt/nomad/data/client/csi/monolith", pluginID, "per-alloc", a.ID, id, "*"))
+		if len(devices) != 1 {
+			t.Fatalf("%s: published devices %v, want one", job, devices)
+		}
+		if i == 0 {
+			must(t, "sh", "-c", "printf '%s\n' "+token+" | dd of="+devices[0]+" bs=4096 conv=sync,fsync 2>/dev/null")
+		} else if got := strings.TrimSpace(must(t, "head", "-n", "1", devices[0])); got != token {
+			t.Errorf("the second claim's device holds %q, want %q", got, token)
+		}
+		must(t, "nomad", "job", "stop", "-purge", job)
+	}
+	eventually(t, 3*time.Minute, "the volume's claims to be released", func() (bool, error) {
+		_, err := run("nomad", "volume", "delete", id)
+		return err == nil, err
+	})
+	e.onNode(t, e.node, ds, false)
+}
+
+// running makes a batch job a service, runs it and waits for its allocation
+// to run.
+func (e *env) running(t *testing.T, path, job string) alloc {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(text), `type = "batch"`, `type = "service"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "nomad", "job", "run", "-detach", path)
+	var a alloc
+	eventually(t, 5*time.Minute, job+" to run", func() (bool, error) {
+		var allocs []alloc
+		out, err := run("nomad", "job", "allocs", "-json", job)
+		if err != nil || decode(out, &allocs) != nil || len(allocs) == 0 {
+			return false, fmt.Errorf("%v %s", err, out)
+		}
+		a = allocs[0]
+		if a.ClientStatus == "failed" {
+			status, _ := run("nomad", "alloc", "status", a.ID)
+			t.Fatalf("%s failed:\n%s", job, status)
+		}
+		return a.ClientStatus == "running", fmt.Errorf("%s", a.ClientStatus)
+	})
+	return a
 }
 
 // 4. Snapshot, a volume from it, expansion, deletion (on this host, where
@@ -281,21 +345,7 @@ func testRestart(t *testing.T, e *env) {
 	must(t, "nomad", "volume", "create", spec)
 	_, ds := dataset(t, e.volume(t, id))
 	path := e.workload(t, "busy-writer", id, false, "set -e; i=0; while true; do i=$((i+1)); echo $i >> /data/log; sleep 0.2; done")
-	text, _ := os.ReadFile(path)
-	if err := os.WriteFile(path, []byte(strings.Replace(string(text), `type = "batch"`, `type = "service"`, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	must(t, "nomad", "job", "run", "-detach", path)
-	var a alloc
-	eventually(t, 5*time.Minute, "busy-writer to run", func() (bool, error) {
-		var allocs []alloc
-		out, err := run("nomad", "job", "allocs", "-json", "busy-writer")
-		if err != nil || decode(out, &allocs) != nil || len(allocs) == 0 {
-			return false, fmt.Errorf("%v %s", err, out)
-		}
-		a = allocs[0]
-		return a.ClientStatus == "running", fmt.Errorf("%s", a.ClientStatus)
-	})
+	a := e.running(t, path, "busy-writer")
 	mount := mountOf(t, ds)
 	lines := func() int {
 		data, err := os.ReadFile(filepath.Join(mount, "log"))
@@ -312,6 +362,16 @@ func testRestart(t *testing.T, e *env) {
 			return err == nil, err
 		})
 		time.Sleep(15 * time.Second)
+		// The plugin stays healthy: Nomad needs it to unpublish the
+		// volume when the job stops.
+		eventually(t, 2*time.Minute, "the plugin healthy after restarting "+unit, func() (bool, error) {
+			var p struct{ ControllersHealthy, NodesHealthy int }
+			out, err := run("nomad", "plugin", "status", "-json", pluginID)
+			if err != nil || decode(out, &p) != nil {
+				return false, fmt.Errorf("%v %s", err, out)
+			}
+			return p.ControllersHealthy == 2 && p.NodesHealthy == 2, fmt.Errorf("controllers %d, nodes %d healthy", p.ControllersHealthy, p.NodesHealthy)
+		})
 		var now alloc
 		nomadJSON(t, &now, "alloc", "status", "-json", a.ID)
 		if now.ClientStatus != "running" || now.TaskStates["t"].Restarts != 0 {
