@@ -4,9 +4,9 @@
 # agent; Nomad merges it with the rest of the client block.
 #
 # The host volume "zfs-csi" is the daemon's socket directory. The plugin jobs
-# (zfs-csi.nomad.hcl, zfs-csi-exec.nomad.hcl) ask for it, so Nomad places
+# (zfs-csi.nomad.hcl, zfs-csi-raw-exec.nomad.hcl) ask for it, so Nomad places
 # them only on clients that declare it: a client without zfs-csi gets no
-# plugin instance. zfs-csi-exec.nomad.hcl mounts it into its bridge task. If
+# plugin instance. zfs-csi.nomad.hcl mounts it into its bridge task. If
 # the daemon's CSI_ENDPOINT is not the default, point path at its directory.
 client {
   host_volume "zfs-csi" {

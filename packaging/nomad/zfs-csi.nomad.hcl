@@ -5,18 +5,23 @@
 # Nomad registers CSI plugins only through a task's csi_plugin block, so this
 # system job runs `zfs-csi nomad-bridge` on every client: it listens on the
 # socket Nomad gives the task ($CSI_ENDPOINT) and forwards each connection to
-# the daemon's socket, byte for byte.
+# the daemon's socket, byte for byte. It runs under the exec driver;
+# zfs-csi-raw-exec.nomad.hcl is the fallback for clients without exec.
 #
-# The bridge runs under raw_exec: as the agent's user (root), without
-# isolation. Once a client enables raw_exec, every job submitter may use it,
-# so restrict it (a Nomad namespace for this job whose capabilities enable
-# raw_exec, disabled in the others, and ACLs on who submits there), or use
-# zfs-csi-exec.nomad.hcl. README.md, "Nomad", compares them.
+# The bridge runs in a chroot of its own, isolated by namespaces, cgroups and
+# exec's reduced capability set, and sees of the host only the daemon's
+# socket directory (the host volume "zfs-csi") and Nomad's plugin
+# directories. It must run as root in there: the daemon's socket is root's,
+# and Nomad creates the plugin's socket directory for root only (0700).
+# Nomad clients refuse root for exec tasks by default (client option
+# "user.denylist" = "root,Administrator"): this job needs that list without
+# root, which lets every exec job run as root inside exec's isolation. That
+# is less than raw_exec gives every raw_exec job (root on the host, no
+# isolation), and more than the default; README.md, "Nomad", compares them.
 #
 # Needs on each client: the zfs-csi package, configured and running
-# (systemctl status zfs-csi), client.hcl's host volume (the job is placed
-# only on clients that declare it), and the raw_exec driver enabled:
-#   plugin "raw_exec" { config { enabled = true } }
+# (systemctl status zfs-csi), client.hcl's host volume, and
+#   client { options { "user.denylist" = "Administrator" } }
 #
 #   nomad job run zfs-csi.nomad.hcl
 #   nomad plugin status zfs.csi.dev
@@ -30,31 +35,17 @@ variable "nomad_data_dir" {
   description = "The clients' data_dir. Nomad keeps its CSI staging and per-allocation mount points under <data_dir>/client/csi/monolith/<plugin id>."
 }
 
-variable "daemon_socket" {
-  type        = string
-  default     = "unix:///run/zfs-csi/csi.sock"
-  description = "The daemon's CSI_ENDPOINT (see /etc/default/zfs-csi)."
-}
-
 job "zfs-csi" {
   type     = "system"
   priority = 90
 
-  # Only where the host daemon can run.
-  constraint {
-    attribute = "${attr.kernel.name}"
-    value     = "linux"
-  }
-
   group "plugin" {
-    # The daemon's socket directory, declared by client.hcl. raw_exec mounts
-    # nothing (the bridge reaches the socket on the host), but Nomad places
-    # the group only on clients that have the volume: a client without
-    # zfs-csi gets no instance of the plugin.
+    # The daemon's socket directory, declared by client.hcl: clients without
+    # it get no instance of the plugin.
     volume "socket" {
       type      = "host"
       source    = "zfs-csi"
-      read_only = true
+      read_only = false
     }
 
     restart {
@@ -65,19 +56,25 @@ job "zfs-csi" {
     }
 
     task "bridge" {
-      driver = "raw_exec"
+      driver = "exec"
+      # The daemon's socket is root's (mode 0600).
+      user = "root"
 
       config {
         command = "/usr/sbin/zfs-csi"
-        args    = ["nomad-bridge", "--target", var.daemon_socket]
+        args    = ["nomad-bridge", "--target", "unix:///run/zfs-csi/csi.sock"]
+      }
+
+      volume_mount {
+        volume      = "socket"
+        destination = "/run/zfs-csi"
       }
 
       csi_plugin {
         id   = "zfs.csi.dev"
         type = "monolith"
-        # raw_exec has no filesystem isolation: Nomad ignores mount_dir and
-        # passes the socket's host path in CSI_ENDPOINT, which the bridge
-        # listens on.
+        # Where Nomad puts the plugin's socket in the task: CSI_ENDPOINT,
+        # which the bridge listens on.
         mount_dir = "/csi"
         # Nomad hands the plugin staging and target paths under this
         # directory and binds the same host paths into the tasks that use the

@@ -94,13 +94,13 @@ client {
   enabled           = true
   servers           = ["$SERVER_IP:4647"]
   network_interface = "$(peer_interface)"
-  # What zfs-csi-exec.nomad.hcl asks for (its bridge runs as root), and the
+  # What zfs-csi.nomad.hcl asks for (its bridge runs as root), and the
   # scenarios' workloads, which stand in for containers and write as root.
   options {
     "user.denylist" = "Administrator"
   }
 }
-# What zfs-csi.nomad.hcl asks for.
+# What zfs-csi-raw-exec.nomad.hcl asks for.
 plugin "raw_exec" {
   config {
     enabled = true

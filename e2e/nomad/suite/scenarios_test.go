@@ -35,11 +35,11 @@ func TestNomad(t *testing.T) {
 	}
 }
 
-// 1. The shipped job under exec (zfs-csi-exec.nomad.hcl) runs on both
+// 1. The shipped job under exec (zfs-csi.nomad.hcl) runs on both
 // clients and the plugin's controllers and nodes are healthy on each. The
 // raw_exec job is run by RawExecFallback.
 func testPlugin(t *testing.T, e *env) {
-	e.plugin(t, "zfs-csi-exec.nomad.hcl")
+	e.plugin(t, "zfs-csi.nomad.hcl")
 }
 
 // plugin runs a plugin job and waits for it to be healthy on both clients.
@@ -389,11 +389,11 @@ func testRestart(t *testing.T, e *env) {
 	e.onNode(t, e.node, ds, false)
 }
 
-// 6. The raw_exec job (zfs-csi.nomad.hcl) in place of the exec one: healthy
+// 6. The raw_exec job (zfs-csi-raw-exec.nomad.hcl) in place of the exec one: healthy
 // on both clients, and a volume on the other node creates and deletes.
 func testRawExecFallback(t *testing.T, e *env) {
 	must(t, "nomad", "job", "stop", "-purge", "zfs-csi")
-	e.plugin(t, "zfs-csi.nomad.hcl")
+	e.plugin(t, "zfs-csi-raw-exec.nomad.hcl")
 	id := "raw"
 	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.peer + `"`, `"10GiB"`: `"64MiB"`})
 	must(t, "nomad", "volume", "create", spec)
