@@ -345,4 +345,3 @@ func TestSidecarDaemonSet(t *testing.T) {
 		})
 	}
 }
-
