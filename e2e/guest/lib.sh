@@ -79,3 +79,26 @@ stop_driver() {
 	wait "$DRIVER_PID" 2>/dev/null
 	DRIVER_PID=
 }
+
+# set_option NAME VALUE sets (or with VALUE "-" comments out) an option in
+# the daemon's configuration file ($DEFAULTS, /etc/default/zfs-csi unless a
+# suite says otherwise), as an administrator edits it.
+set_option() {
+	local name="$1" value="$2" file="${DEFAULTS:-/etc/default/zfs-csi}"
+	if [[ $value == - ]]; then
+		sed -i -E "s|^$name=|#$name=|" "$file"
+	elif grep -Eq "^#?$name=" "$file"; then
+		sed -i -E "s|^#?$name=.*|$name=$value|" "$file"
+	else
+		echo "$name=$value" >>"$file"
+	fi
+}
+
+# go_test_summary LOG appends one summary line per test of a `go test -v`
+# log (subtests too), with its verdict and time, for the host's table.
+go_test_summary() {
+	sed -n -E 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\1 \2 \3s/p' "$1" |
+		while read -r verdict name secs; do
+			printf '%-4s %-40s %7s\n' "$verdict" "$name" "$secs" >>"$RESULTS/summary.txt"
+		done
+}

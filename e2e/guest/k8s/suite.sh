@@ -28,15 +28,6 @@ source "$GUEST_DIR/lib.sh"
 
 kubectl() { "$K8S/kubectl" "$@"; }
 
-set_option() {
-	local file=/etc/default/zfs-csi name="$1" value="$2"
-	if grep -Eq "^#?$name=" "$file"; then
-		sed -i -E "s|^#?$name=.*|$name=$value|" "$file"
-	else
-		echo "$name=$value" >>"$file"
-	fi
-}
-
 # --- the node ------------------------------------------------------------------
 
 step_network() {
@@ -162,11 +153,7 @@ step_scenarios() {
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" \
 		"$K8S/k8s.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
-	# One summary line per scenario, with its time, for the host's table.
-	sed -n -E 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\1 \2 \3s/p' "$RESULTS/scenarios.log" |
-		while read -r verdict name secs; do
-			printf '%-4s %-40s %7s\n' "$verdict" "$name" "$secs" >>"$RESULTS/summary.txt"
-		done
+	go_test_summary "$RESULTS/scenarios.log"
 	return "$rc"
 }
 

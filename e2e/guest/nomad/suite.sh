@@ -32,15 +32,6 @@ DONE=$SHARE/results/scenarios-done
 # shellcheck source=../lib.sh
 source "$GUEST_DIR/lib.sh"
 
-set_option() {
-	local file=/etc/default/zfs-csi name="$1" value="$2"
-	if grep -Eq "^#?$name=" "$file"; then
-		sed -i -E "s|^#?$name=.*|$name=$value|" "$file"
-	else
-		echo "$name=$value" >>"$file"
-	fi
-}
-
 step_network() {
 	local ip=192.168.77.1
 	[[ $ROLE == b ]] && ip=192.168.77.2
@@ -131,10 +122,7 @@ step_scenarios() {
 		ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" \
 		"$NOMAD/nomad.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
-	sed -n -E 's/^ *--- (PASS|FAIL|SKIP): ([^ ]+) \(([0-9.]+)s\)$/\1 \2 \3s/p' "$RESULTS/scenarios.log" |
-		while read -r verdict name secs; do
-			printf '%-4s %-40s %7s\n' "$verdict" "$name" "$secs" >>"$RESULTS/summary.txt"
-		done
+	go_test_summary "$RESULTS/scenarios.log"
 	return "$rc"
 }
 

@@ -55,19 +55,6 @@ is_state() {
 	[[ $(prop ActiveState) == "$1" ]] && [[ -z ${2:-} || $(prop SubState) == "$2" ]]
 }
 
-# set_option NAME VALUE sets (or with VALUE "-" comments out) an option in
-# /etc/default/zfs-csi, as an administrator edits it.
-set_option() {
-	local name="$1" value="$2"
-	if [[ $value == - ]]; then
-		sed -i -E "s|^$name=|#$name=|" "$DEFAULTS"
-	elif grep -Eq "^#?$name=" "$DEFAULTS"; then
-		sed -i -E "s|^#?$name=.*|$name=$value|" "$DEFAULTS"
-	else
-		echo "$name=$value" >>"$DEFAULTS"
-	fi
-}
-
 ctl() { /usr/sbin/zfs-csi ctl "$@"; }
 
 # count WORD FILE counts the occurrences of WORD in FILE.
