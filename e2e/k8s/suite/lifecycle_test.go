@@ -27,10 +27,7 @@ func testSnapshots(t *testing.T, e *env) {
 			t.Parallel()
 			src := "snap-src-" + c.name
 			token := "token-of-" + src
-			e.pvc(t, src, c.name, "1Gi", c.mode(), "")
-			e.pod(t, src+"-writer", src, false, c.write(token))
-			e.finished(t, src+"-writer", 5*time.Minute)
-			e.deletePod(t, src+"-writer")
+			e.written(t, src, c, token)
 			srcDS := e.dataset(t, e.boundPV(t, src))
 
 			snap := src + "-snap"
@@ -187,10 +184,7 @@ func testDeleteWithSnapshot(t *testing.T, e *env) {
 	c := classes[0]
 	name := "kept"
 	token := "token-of-" + name
-	e.pvc(t, name, c.name, "1Gi", c.mode(), "")
-	e.pod(t, name+"-writer", name, false, c.write(token))
-	e.finished(t, name+"-writer", 5*time.Minute)
-	e.deletePod(t, name+"-writer")
+	e.written(t, name, c, token)
 	ds := e.dataset(t, e.boundPV(t, name))
 	snap := name + "-snap"
 	e.snapshot(t, snap, name)
@@ -266,10 +260,7 @@ func testDaemonRestart(t *testing.T, e *env) {
 	}
 	// The sidecars reconnect to the restarted daemon: a new claim provisions.
 	c := classes[0]
-	e.pvc(t, "after-restart", c.name, "1Gi", c.mode(), "")
-	e.pod(t, "after-restart-writer", "after-restart", false, c.write("x"))
-	e.finished(t, "after-restart-writer", 5*time.Minute)
-	e.deletePod(t, "after-restart-writer")
+	e.written(t, "after-restart", c, "x")
 	e.deletePVC(t, "after-restart", "")
 	for _, u := range users {
 		e.deletePod(t, u.pod.Name)
@@ -293,4 +284,14 @@ func testNothingLeft(t *testing.T, e *env) {
 		t.Errorf("PV %s left (%s, claim %v)", pv.Name, pv.Status.Phase, pv.Spec.ClaimRef)
 	}
 	e.sidecarLogsClean(t)
+}
+
+// written makes a 1Gi claim of class c, fills it with token by a pod that
+// runs to completion, and deletes that pod.
+func (e *env) written(t *testing.T, claim string, c class, token string) {
+	t.Helper()
+	e.pvc(t, claim, c.name, "1Gi", c.mode(), "")
+	e.pod(t, claim+"-writer", claim, c.block, c.write(token))
+	e.finished(t, claim+"-writer", 5*time.Minute)
+	e.deletePod(t, claim+"-writer")
 }
