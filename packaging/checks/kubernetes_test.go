@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -42,6 +43,10 @@ func typed(kind string) any {
 		return &snapshotv1.VolumeSnapshotClass{}
 	case "ConfigMap":
 		return &corev1.ConfigMap{}
+	case "ValidatingAdmissionPolicy":
+		return &admissionv1.ValidatingAdmissionPolicy{}
+	case "ValidatingAdmissionPolicyBinding":
+		return &admissionv1.ValidatingAdmissionPolicyBinding{}
 	}
 	return nil
 }

@@ -159,8 +159,10 @@ func TestChartValues(t *testing.T) {
 	if got := str(pod, "volumes", 0, "hostPath", "path"); got != "/data/kubelet/plugins/"+driverName {
 		t.Errorf("socket directory %q", got)
 	}
-	if _, ok := objects["VolumeSnapshotClass/zfs-snapshot"]; ok {
-		t.Error("snapshotter disabled still renders the VolumeSnapshotClass")
+	for _, o := range []string{"VolumeSnapshotClass/zfs-snapshot", "ValidatingAdmissionPolicy/" + contentPolicy, "ValidatingAdmissionPolicyBinding/" + contentPolicy} {
+		if _, ok := objects[o]; ok {
+			t.Errorf("snapshotter disabled still renders %s", o)
+		}
 	}
 	if sc := objects["StorageClass/fast"]; str(sc, "parameters", "zfs.recordsize") != "16K" || len(objects) == 0 {
 		t.Errorf("StorageClass fast %v", sc)

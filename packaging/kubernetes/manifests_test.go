@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,9 @@ const (
 	driverName = "zfs.csi.dev"
 	namespace  = "zfs-csi"
 	socketDir  = "/var/lib/kubelet/plugins/" + driverName
+	// contentPolicy names the admission policy (and its binding) that
+	// refuses contents no node's csi-snapshotter would see.
+	contentPolicy = "zfs-csi-snapshot-content-has-a-node"
 )
 
 // object is one parsed manifest document.
@@ -130,7 +134,8 @@ func only(t *testing.T, objects []object, kind string) []object {
 }
 
 func TestEveryManifestIsAWellFormedObject(t *testing.T) {
-	clusterScoped := []string{"Namespace", "CSIDriver", "StorageClass", "VolumeSnapshotClass", "ClusterRole", "ClusterRoleBinding"}
+	clusterScoped := []string{"Namespace", "CSIDriver", "StorageClass", "VolumeSnapshotClass", "ClusterRole", "ClusterRoleBinding",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	for _, o := range load(t) {
 		t.Run(o.String(), func(t *testing.T) {
 			if str(o.doc, "apiVersion") == "" || o.kind() == "" || o.name() == "" {
@@ -343,5 +348,30 @@ func TestSidecarDaemonSet(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The content policy is bound (a policy without a binding does nothing), in
+// Deny mode, to creations of this driver's contents only; what its CEL says is
+// checked in packaging/checks against the objects the snapshot-controller makes.
+func TestSnapshotContentPolicyIsBoundAndOnlyForThisDriver(t *testing.T) {
+	objects := load(t)
+	policy := only(t, objects, "ValidatingAdmissionPolicy")[0].doc
+	binding := only(t, objects, "ValidatingAdmissionPolicyBinding")[0].doc
+	if str(policy, "metadata", "name") != contentPolicy || str(binding, "spec", "policyName") != contentPolicy {
+		t.Errorf("policy %q, binding's policyName %q, want %q", str(policy, "metadata", "name"), str(binding, "spec", "policyName"), contentPolicy)
+	}
+	if got := get(binding, "spec", "validationActions"); !reflect.DeepEqual(got, []any{"Deny"}) {
+		t.Errorf("validationActions %v, want [Deny]: anything else leaves the snapshot waiting silently", got)
+	}
+	rule := get(policy, "spec", "matchConstraints", "resourceRules", 0)
+	if !reflect.DeepEqual(get(rule, "operations"), []any{"CREATE"}) || !reflect.DeepEqual(get(rule, "resources"), []any{"volumesnapshotcontents"}) {
+		t.Errorf("resource rule %v, want CREATE of volumesnapshotcontents only", rule)
+	}
+	if cond := str(policy, "spec", "matchConditions", 0, "expression"); !strings.Contains(cond, "'"+driverName+"'") {
+		t.Errorf("match condition %q does not limit the policy to %s", cond, driverName)
+	}
+	if str(policy, "spec", "failurePolicy") != "Ignore" {
+		t.Error("failurePolicy is not Ignore: a policy that cannot be evaluated would block every snapshot")
 	}
 }
