@@ -2,7 +2,8 @@
 # host.sh — the host side of make e2e-k8s, sourced by e2e/run.sh (mode k8s):
 # k8s_prepare DIR lays out everything the node needs in the share (DIR is
 # share/k8s): kubelet, kube-proxy, kubectl, the images, the certificates, the
-# shipped manifests, the snapshot add-ons and the scenario binary. Everything
+# shipped manifests, the chart rendered with helm-values.yaml, the snapshot
+# add-ons and the scenario binary. Everything
 # slow is cached (build-k8s.sh, build-images.sh).
 
 K8S_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,6 +50,13 @@ k8s_prepare() {
 	# tarballs are hundreds of MB.
 	while read -r img; do ln -f "$img" "$dir/images/" 2>/dev/null || cp "$img" "$dir/images/"; done <<<"$images"
 	cp "$REPO"/packaging/kubernetes/*.yaml "$dir/manifests/"
+	# The chart, rendered here (helm is built for make test) with values that
+	# are not its defaults; scenario Chart installs it in place of the manifests.
+	make -s -C "$REPO" helm >&2 || die "cannot build helm (make helm)"
+	local helm
+	helm="$REPO/out/tools/helm-$(sed -n 's/^HELM_VERSION := //p' "$REPO/Makefile")"
+	"$helm" template zfs-csi "$REPO/packaging/helm/zfs-csi" --values "$K8S_DIR/helm-values.yaml" >"$dir/chart.yaml" ||
+		die "helm template of packaging/helm/zfs-csi failed"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
 	k8s_addons "$dir/addons" "$tag"
 	echo "$PAUSE_IMAGE" >"$dir/pause-image"

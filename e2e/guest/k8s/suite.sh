@@ -149,7 +149,7 @@ step_addons() {
 step_scenarios() {
 	local args=(-test.v -test.timeout 90m)
 	[[ -s $K8S/go-test-run ]] && args+=(-test.run "$(cat "$K8S/go-test-run")")
-	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
+	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart.yaml" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" \
 		"$K8S/k8s.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}

@@ -29,7 +29,9 @@ type env struct {
 	image     string
 	manifests string
 	kubectl   string
-	ns        string
+	chart     string // the chart rendered with e2e/k8s/helm-values.yaml
+	ns        string // where the scenarios' claims and pods are
+	driverNS  string // where the sidecars run: the manifests', then the chart's
 }
 
 var (
@@ -48,7 +50,8 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{
 		node: get("ZFS_CSI_E2E_NODE"), pool: get("ZFS_CSI_E2E_POOL"), image: get("ZFS_CSI_E2E_WORKLOAD_IMAGE"),
-		manifests: get("ZFS_CSI_E2E_MANIFESTS"), kubectl: get("ZFS_CSI_E2E_KUBECTL"), ns: "e2e",
+		manifests: get("ZFS_CSI_E2E_MANIFESTS"), kubectl: get("ZFS_CSI_E2E_KUBECTL"), chart: get("ZFS_CSI_E2E_CHART"),
+		ns: "e2e", driverNS: driverNS,
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", get("KUBECONFIG"))
 	if err != nil {

@@ -65,6 +65,13 @@ func testSnapshots(t *testing.T, e *env) {
 // returns its restoreSize.
 func (e *env) snapshot(t *testing.T, name, claim string) resource.Quantity {
 	t.Helper()
+	e.requestSnapshot(t, name, claim)
+	return e.snapshotReady(t, name)
+}
+
+// requestSnapshot creates a VolumeSnapshot of claim in the shipped class.
+func (e *env) requestSnapshot(t *testing.T, name, claim string) {
+	t.Helper()
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "snapshot.storage.k8s.io/v1",
 		"kind":       "VolumeSnapshot",
@@ -77,6 +84,12 @@ func (e *env) snapshot(t *testing.T, name, claim string) resource.Quantity {
 	if _, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Create(ctx(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// snapshotReady waits for a VolumeSnapshot to be ready and returns its
+// restoreSize.
+func (e *env) snapshotReady(t *testing.T, name string) resource.Quantity {
+	t.Helper()
 	var size string
 	eventually(t, 3*time.Minute, "VolumeSnapshot "+name+" to be ready", func() (bool, error) {
 		s, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Get(ctx(), name, metav1.GetOptions{})
@@ -268,7 +281,7 @@ func testDaemonRestart(t *testing.T, e *env) {
 	}
 }
 
-// 8. Nothing is left behind: every dataset, snapshot and PV the scenarios made
+// 10. Nothing is left behind: every dataset, snapshot and PV the scenarios made
 // is gone, and the sidecars logged no RBAC or watch error all along.
 func testNothingLeft(t *testing.T, e *env) {
 	parent := e.pool + "/csi"

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -17,7 +16,7 @@ import (
 const (
 	driverName  = "zfs.csi.dev"
 	topologyKey = driverName + "/node"
-	driverNS    = "zfs-csi"
+	driverNS    = "zfs-csi" // of the plain manifests
 	sidecarsDS  = "zfs-csi-sidecars"
 )
 
@@ -40,6 +39,8 @@ func TestCluster(t *testing.T) {
 		{"Expansion", testExpansion, false},
 		{"DeleteWithSnapshot", testDeleteWithSnapshot, false},
 		{"DaemonRestart", testDaemonRestart, false},
+		{"MissingDistributedSnapshotting", testMissingDistributedSnapshotting, false},
+		{"Chart", testChart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
 	for _, s := range scenarios {
@@ -102,10 +103,15 @@ func (e *env) registered(t *testing.T, before int) {
 // 2. The shipped manifests apply unchanged and every sidecar runs.
 func testManifests(t *testing.T, e *env) {
 	must(t, e.kubectl, "apply", "-f", e.manifests)
-	var ds *appsv1.DaemonSet
+	e.sidecarsReady(t)
+}
+
+// sidecarsReady waits for the sidecars' DaemonSet in e.driverNS to be ready,
+// then checks that no sidecar restarted or logged an RBAC or watch error.
+func (e *env) sidecarsReady(t *testing.T) {
+	t.Helper()
 	eventually(t, 5*time.Minute, "the sidecars' DaemonSet to be ready", func() (bool, error) {
-		var err error
-		ds, err = e.cs.AppsV1().DaemonSets(driverNS).Get(ctx(), sidecarsDS, metav1.GetOptions{})
+		ds, err := e.cs.AppsV1().DaemonSets(e.driverNS).Get(ctx(), sidecarsDS, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -116,7 +122,7 @@ func testManifests(t *testing.T, e *env) {
 	// A sidecar that cannot list or watch what it needs logs it within
 	// seconds of starting, and may exit.
 	time.Sleep(30 * time.Second)
-	pods, err := e.cs.CoreV1().Pods(driverNS).List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + sidecarsDS})
+	pods, err := e.cs.CoreV1().Pods(e.driverNS).List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + sidecarsDS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +137,13 @@ func testManifests(t *testing.T, e *env) {
 }
 
 func (e *env) sidecarPods() string {
-	pods, err := e.cs.CoreV1().Pods(driverNS).List(ctx(), metav1.ListOptions{})
+	pods, err := e.cs.CoreV1().Pods(e.driverNS).List(ctx(), metav1.ListOptions{})
 	if err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "%s %s %s; ", p.Name, p.Status.Phase, e.eventsIn(driverNS, p.Name))
+		fmt.Fprintf(&b, "%s %s %s; ", p.Name, p.Status.Phase, e.eventsIn(e.driverNS, p.Name))
 	}
 	return b.String()
 }
@@ -150,7 +156,7 @@ var sidecarErrors = regexp.MustCompile(`(?i)forbidden|failed to watch|failed to 
 // under /var/log/pods) and fails on every RBAC or watch error in them.
 func (e *env) sidecarLogsClean(t *testing.T) {
 	t.Helper()
-	logs, _ := filepath.Glob("/var/log/pods/" + driverNS + "_" + sidecarsDS + "-*/*/*.log")
+	logs, _ := filepath.Glob("/var/log/pods/" + e.driverNS + "_" + sidecarsDS + "-*/*/*.log")
 	if len(logs) == 0 {
 		t.Fatal("no sidecar logs under /var/log/pods")
 	}
@@ -267,7 +273,7 @@ func (e *env) checkPV(t *testing.T, name string) {
 func (e *env) capacity(t *testing.T, sc string) {
 	t.Helper()
 	eventually(t, 3*time.Minute, "a CSIStorageCapacity for "+sc, func() (bool, error) {
-		list, err := e.cs.StorageV1().CSIStorageCapacities(driverNS).List(ctx(), metav1.ListOptions{})
+		list, err := e.cs.StorageV1().CSIStorageCapacities(e.driverNS).List(ctx(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
