@@ -127,8 +127,11 @@ func (s *Server) RunReaper(ctx context.Context, interval time.Duration) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
+		start := time.Now()
 		if err := s.Reap(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn().Err(err).Msg("reaper pass failed")
+		} else {
+			s.log.Debug().Dur("duration", time.Since(start)).Msg("reaper pass")
 		}
 		select {
 		case <-ctx.Done():

@@ -73,9 +73,11 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 // snapshotGuarded is CreateSnapshot as one guarded zfs command. taken is the
 // snapshot the index says carries the name, if any.
 func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotRequest, snapshot, taken string) (*csi.CreateSnapshotResponse, error) {
-	dataset, _, _ := strings.Cut(snapshot, "@")
+	// The index names the snapshot that carries the name, on this volume
+	// (Present) or another (Taken); the program reads only that one and the
+	// requested name, never all the volume's snapshots.
 	var others []string
-	if holder, _, _ := strings.Cut(taken, "@"); taken != "" && holder != dataset {
+	if taken != "" && taken != snapshot {
 		others = []string{taken}
 	}
 	epoch := s.sources.begin()

@@ -92,11 +92,14 @@ type SnapshotRequest struct {
 	// Guard is checked on the dataset.
 	Guard Guard
 	// Unique is a key of Properties whose value no live snapshot (one not
-	// marked by `zfs destroy -d`) of the dataset, nor any of Others, may
-	// already carry.
+	// marked by `zfs destroy -d`) at Name or among Others may already
+	// carry: one at Name or among Others of the same dataset is Present,
+	// one among Others of another dataset is Taken.
 	Unique string
-	// Others are snapshots of other datasets that may carry the unique
-	// value; ones that do not exist are ignored.
+	// Others are the snapshots that may carry the unique value (the
+	// caller's index of them); ones that do not exist are ignored. The
+	// dataset's other snapshots are not read, so the cost of a call does
+	// not grow with their number.
 	Others []string
 	// Report is a user property of the dataset to return in Volume.User
 	// (inherited values included); empty for none.

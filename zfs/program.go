@@ -73,6 +73,9 @@ return {outcome = "done", type = kind, origin = origin, marked = marked}
 // property, report property, size property, internal property, others…,
 // "--", then property, value pairs.
 //
+// It reads the requested name and the others the caller names, never the
+// dataset's list of snapshots: its cost does not grow with their number.
+//
 // A program is not all-or-nothing: a signal to zfs program (the daemon
 // killed, or its deadline) ends it between two instructions and keeps what
 // its sync calls did, so an earlier run may have left the snapshot without
@@ -111,11 +114,12 @@ if zfs.get_prop(dataset, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(da
 	return {outcome = "not-owned"}
 end
 for _, other in ipairs(others) do
-	if zfs.exists(other) and carries(other) then return describe("taken", other) end
+	if zfs.exists(other) and carries(other) then
+		if string.sub(other, 1, #dataset + 1) == dataset .. "@" then return describe("present", other) end
+		return describe("taken", other)
+	end
 end
-for existing in zfs.list.snapshots(dataset) do
-	if carries(existing) then return describe("present", existing) end
-end
+if zfs.exists(snapshot) and carries(snapshot) then return describe("present", snapshot) end
 if zfs.exists(snapshot) then
 	if zfs.get_prop(snapshot, unique) ~= nil or (internal ~= "" and zfs.get_prop(snapshot, internal) ~= nil) then
 		return {outcome = "failed", errno = 17, at = snapshot}

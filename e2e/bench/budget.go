@@ -40,7 +40,7 @@ func sectionWork(number string, cfg config) int {
 	case "5":
 		return cfg.starts * 2 * 10
 	case "1":
-		return cfg.n * 7 * 2 * 2 // seven items, driver and bare, a command or two each
+		return cfg.n*8*2*2 + snapshotDepth // eight items, driver and bare, a command or two each; the deep volume's snapshots
 	case "4":
 		return cfg.nodeN * 3 * 4
 	case "2":
@@ -51,6 +51,15 @@ func sectionWork(number string, cfg config) int {
 		return 16*2 + max(cfg.n/5, 3)*(16+3)*2
 	case "8":
 		return 1500 // 1 GiB written twice, read three times and sent three times
+	case "9":
+		// The volumes, and per level 4 daemon starts, the calls, and four
+		// listings of all volumes per round (a listing of n rows at about a
+		// command per 50 rows).
+		work := cfg.scale[len(cfg.scale)-1]
+		for _, level := range cfg.scale {
+			work += 4*10 + 4*scaleRounds + 4*scaleRounds*level/50
+		}
+		return work
 	}
 	return 500
 }

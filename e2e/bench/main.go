@@ -4,13 +4,13 @@
 //
 //	bench -binary /share/zfs-csi [-pool tank] [-n 50] [-out results/bench.txt]
 //
-// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3):
+// Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3, 7, 8, 9):
 //
 //  1. sequential calls, n each, driver and bare interleaved (the side that
 //     goes first alternates) to cancel drift: CreateVolume of a dataset and
 //     of a zvol (1 GiB, three ZFS properties), CreateSnapshot, CreateVolume
 //     from a snapshot, DeleteVolume of a clone, DeleteSnapshot, DeleteVolume
-//     of a dataset;
+//     of a dataset; CreateSnapshot again on a volume with 100 snapshots;
 //  2. 8 clients creating 200 volumes at once, against 8 parallel zfs create;
 //  3. ListVolumes over 1,000 volumes, paged by 100 and in one page, against
 //     one zfs list of the same datasets and columns; the daemon's peak RSS;
@@ -18,7 +18,11 @@
 //     (formatted before) against mount + mount --bind;
 //  5. daemon start to READY=1 (sd_notify) and to Probe ready=true; idle RSS;
 //  6. the zfs and zpool commands each call runs, counted by wrappers on the
-//     daemon's PATH (a separate daemon: the wrappers cost time).
+//     daemon's PATH (a separate daemon: the wrappers cost time);
+//  7. group snapshots of 16 volumes; 8. snapshot metadata of a 1 GiB zvol;
+//  9. scale: start, listings, a reaper pass, a metrics scrape, GetCapacity,
+//     CreateVolume, CreateSnapshot and peak RSS at 100, 1,000 and 10,000
+//     volumes (-scale); runs alone with -sections 9.
 //
 // The bare side replays the argv the driver ran in section 6, with other
 // dataset names: the same options and properties, by construction.
@@ -32,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +60,7 @@ type config struct {
 	pageSize    int
 	listRepeats int
 	starts      int
+	scale       []int  // section 9's levels, in volumes
 	sections    string // which sections run, in this order
 	logLevel    string // the daemons' --log-level
 }
@@ -73,12 +79,22 @@ func parseConfig() config {
 	flag.IntVar(&c.pageSize, "page", 100, "ListVolumes page size")
 	flag.IntVar(&c.listRepeats, "list-repeats", 5, "rounds of the listing comparison")
 	flag.IntVar(&c.starts, "starts", 10, "daemon starts")
-	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3,7,8", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
+	flag.StringVar(&c.sections, "sections", "6,5,1,4,2,3,7,8,9", "the sections to run, in order; 1, 2 and 3 replay command lines section 6 captures")
 	flag.StringVar(&c.logLevel, "log-level", "info", "the daemons' --log-level (debug logs each zfs command with its duration)")
+	scale := flag.String("scale", "100,1000,10000", "section 9's levels: volumes under one parent, in increasing order")
 	quick := flag.Bool("quick", false, "a small run to check the bench itself (n=4, 40 concurrent, 100 listed)")
 	flag.Parse()
+	for _, level := range strings.Split(*scale, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(level))
+		if err != nil || n < 2 || (len(c.scale) > 0 && n <= c.scale[len(c.scale)-1]) {
+			fmt.Fprintf(os.Stderr, "bench: -scale %q: want increasing volume counts of at least 2\n", *scale)
+			os.Exit(2)
+		}
+		c.scale = append(c.scale, n)
+	}
 	if *quick {
 		c.n, c.nodeN, c.concurrent, c.listed, c.pageSize, c.listRepeats, c.starts = 4, 3, 40, 100, 10, 2, 2
+		c.scale = []int{20, 60}
 	}
 	return c
 }
@@ -130,6 +146,7 @@ func runBench(cfg config) (err error) {
 		"3": {"3", "3 listing", b.listing},
 		"7": {"7", "7 group snapshots", b.groupSnapshots},
 		"8": {"8", "8 snapshot metadata", b.snapshotMetadata},
+		"9": {"9", "9 scale", b.growth},
 	}
 	var sections []section
 	for _, number := range strings.Split(cfg.sections, ",") {
@@ -178,7 +195,7 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, _, err := run(ctx, b.tools.zfs, "create", root); err != nil {
 		return err
 	}
-	for _, name := range []string{"count", "start", "seq", "bare", "list"} {
+	for _, name := range []string{"count", "start", "seq", "bare", "list"} { // and scale, made by section 9
 		if _, _, err := run(ctx, b.tools.zfs, "create", b.dataset(name)); err != nil {
 			return err
 		}
@@ -251,7 +268,7 @@ func (b *bench) table() string {
 		"",
 	}
 	var rows []row
-	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7", "8"} {
+	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"} {
 		rows = append(rows, b.rows[section]...)
 	}
 	notes := append([]string{}, b.notes...)

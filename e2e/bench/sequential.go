@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
 // item is one comparison of section 1: round i of the driver's call and of
@@ -48,6 +50,10 @@ func (b *bench) sequential(ctx context.Context) error {
 			return err
 		}
 	}
+	deep, bareDeep, err := b.deepSnapshots(ctx, d)
+	if err != nil {
+		return err
+	}
 	items := []item{
 		{"CreateVolume dataset 1GiB +3 props vs zfs create", "CreateVolume dataset",
 			func(ctx context.Context, i int) (err error) {
@@ -68,6 +74,16 @@ func (b *bench) sequential(ctx context.Context) error {
 			},
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-snap-%d", i)}, bareSnapshot(i)))
+			}},
+		{fmt.Sprintf("CreateSnapshot, %d+ snapshots on the volume, vs zfs snapshot", snapshotDepth), "CreateSnapshot",
+			func(ctx context.Context, i int) error {
+				_, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-deep-new-%d", i),
+					SourceVolumeId: deep.GetVolumeId()})
+				return err
+			},
+			func(ctx context.Context, i int) error {
+				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-deep-new-%d", i)},
+					fmt.Sprintf("%s@new-%d", bareDeep, i)))
 			}},
 		{"CreateVolume from snapshot vs zfs clone", "CreateVolume from snapshot",
 			func(ctx context.Context, i int) (err error) {
@@ -117,7 +133,48 @@ func (b *bench) sequential(ctx context.Context) error {
 			it.what, ms(drv.p50()), ms(bare.p50()), wall.Seconds(), n, (drv.sum() + bare.sum()).Seconds())
 	}
 	b.notes = append(b.notes, "section 1 wall time per item: "+strings.Join(walls, ", "))
+	// The deep volume keeps its snapshots (DeleteVolume would only hide it):
+	// both sides go with zfs destroy -r.
+	_, deepDataset, err := driver.ParseVolumeID(deep.GetVolumeId())
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{deepDataset, bareDeep} {
+		if err := b.zfs(ctx, []string{"destroy", "-r", name}); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// snapshotDepth is how many snapshots the volume of section 1's second
+// CreateSnapshot row has before its first round: CreateSnapshot's cost must
+// not grow with it.
+const snapshotDepth = 100
+
+// deepSnapshots makes that volume with snapshotDepth CSI snapshots through
+// the driver, and a bare dataset of the same kind with as many snapshots (one
+// zfs snapshot of all of them).
+func (b *bench) deepSnapshots(ctx context.Context, d *daemon) (*csi.Volume, string, error) {
+	deep, err := createVolume(ctx, d, volumeRequest("seq-deep", mountCapability(""), false))
+	if err != nil {
+		return nil, "", fmt.Errorf("the volume with %d snapshots: %w", snapshotDepth, err)
+	}
+	for k := range snapshotDepth {
+		if _, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-deep-%d", k),
+			SourceVolumeId: deep.GetVolumeId()}); err != nil {
+			return nil, "", fmt.Errorf("snapshot %d of the deep volume: %w", k, err)
+		}
+	}
+	bare := b.dataset("bare") + "/deep"
+	if err := b.zfs(ctx, b.templates["create-fs"].with(map[string]string{b.props.CSIName: "bare-deep"}, bare)); err != nil {
+		return nil, "", err
+	}
+	args := b.templates["snapshot"].with(map[string]string{b.props.SnapshotName: "bare-deep"}, bare+"@old-0")
+	for k := 1; k < snapshotDepth; k++ {
+		args = append(args, fmt.Sprintf("%s@old-%d", bare, k))
+	}
+	return deep, bare, b.zfs(ctx, args)
 }
 
 func createVolume(ctx context.Context, d *daemon, req *csi.CreateVolumeRequest) (*csi.Volume, error) {

@@ -103,15 +103,19 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req zfs.SnapshotRequest) (zf
 		snapshot, ok := f.datasets[name]
 		return ok && snapshot.typ == zfs.Snapshot && !snapshot.deferDestroy && f.inherited(snapshot, req.Unique) == value
 	}
+	present := func(name string) zfs.SnapshotResult {
+		return zfs.SnapshotResult{Outcome: zfs.Present, Snapshot: f.row(f.datasets[name], sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}
+	}
 	for _, other := range req.Others {
 		if carries(other) {
+			if strings.HasPrefix(other, dataset+"@") {
+				return present(other), nil
+			}
 			return zfs.SnapshotResult{Outcome: zfs.Taken, Snapshot: f.row(f.datasets[other], nil)}, nil
 		}
 	}
-	for _, child := range f.descendants(dataset) {
-		if strings.HasPrefix(child, dataset+"@") && carries(child) {
-			return zfs.SnapshotResult{Outcome: zfs.Present, Snapshot: f.row(f.datasets[child], sizeProps(req)), Volume: f.snapshottedVolume(d, req.Report)}, nil
-		}
+	if carries(req.Name) {
+		return present(req.Name), nil
 	}
 	snapshot, exists := f.datasets[req.Name]
 	switch {

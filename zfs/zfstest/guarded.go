@@ -297,16 +297,30 @@ func snapshotCases() []GuardedCase {
 			return firstProblem(want("outcome", result.Outcome, zfs.Done), want("refquota", result.Volume.RefQuota, 32<<20),
 				want("reported size", result.Snapshot.User[size], "33554432")), nil
 		}},
-		{"snapshot: the value on another of the volume's snapshots is Present, nothing made", func(ctx context.Context, p Pool, root string) (string, error) {
+		{"snapshot: the value on one of the others of the same volume is Present, nothing made", func(ctx context.Context, p Pool, root string) (string, error) {
 			v := root + "/v"
 			if err := volume(ctx, p, v, false, "one"); err != nil {
 				return "", err
 			}
-			result, problem, err := snapshotUnchanged(ctx, p, root, request(v, "other", "one"))
+			req := request(v, "other", "one")
+			req.Others = []string{v + "@one"}
+			result, problem, err := snapshotUnchanged(ctx, p, root, req)
 			if err != nil {
 				return "", err
 			}
 			return firstProblem(want("outcome", result.Outcome, zfs.Present), want("snapshot", result.Snapshot.Name, v+"@one"), problem), nil
+		}},
+		{"snapshot: the value at the requested name is Present (a retry), nothing made", func(ctx context.Context, p Pool, root string) (string, error) {
+			v := root + "/v"
+			if err := volume(ctx, p, v, false, "one"); err != nil {
+				return "", err
+			}
+			result, problem, err := snapshotUnchanged(ctx, p, root, request(v, "one", "one"))
+			if err != nil {
+				return "", err
+			}
+			return firstProblem(want("outcome", result.Outcome, zfs.Present), want("snapshot", result.Snapshot.Name, v+"@one"),
+				want("volume type", result.Volume.Type, zfs.Filesystem), problem), nil
 		}},
 		{"snapshot: the value on one of the others is Taken, nothing made", func(ctx context.Context, p Pool, root string) (string, error) {
 			v, w := root+"/v", root+"/w"
