@@ -48,7 +48,7 @@ func sectionWork(number string, cfg config) int {
 	case "3":
 		return cfg.listed*2 + cfg.listRepeats*40
 	case "7":
-		return 16*2 + max(cfg.n/5, 3)*(16+3)*2
+		return 16*2 + 16*2 + 2*max(cfg.n/5, 3)*(16+3)*2 // volumes, stages, idle and in-use rounds
 	case "8":
 		return 1500 // 1 GiB written twice, read three times and sent three times
 	case "9":
