@@ -153,8 +153,7 @@ func (b *bench) sequential(ctx context.Context) error {
 const snapshotDepth = 100
 
 // deepSnapshots makes that volume with snapshotDepth CSI snapshots through
-// the driver, and a bare dataset of the same kind with as many snapshots (one
-// zfs snapshot of all of them).
+// the driver, and a bare dataset of the same kind with as many snapshots.
 func (b *bench) deepSnapshots(ctx context.Context, d *daemon) (*csi.Volume, string, error) {
 	deep, err := createVolume(ctx, d, volumeRequest("seq-deep", mountCapability(""), false))
 	if err != nil {
@@ -170,11 +169,14 @@ func (b *bench) deepSnapshots(ctx context.Context, d *daemon) (*csi.Volume, stri
 	if err := b.zfs(ctx, b.templates["create-fs"].with(map[string]string{b.props.CSIName: "bare-deep"}, bare)); err != nil {
 		return nil, "", err
 	}
-	args := b.templates["snapshot"].with(map[string]string{b.props.SnapshotName: "bare-deep"}, bare+"@old-0")
-	for k := 1; k < snapshotDepth; k++ {
-		args = append(args, fmt.Sprintf("%s@old-%d", bare, k))
+	// One command each: zfs snapshot takes one snapshot per dataset.
+	for k := range snapshotDepth {
+		name := fmt.Sprintf("bare-deep-%d", k)
+		if err := b.zfs(ctx, b.templates["snapshot"].with(map[string]string{b.props.SnapshotName: name}, bare+"@"+name)); err != nil {
+			return nil, "", err
+		}
 	}
-	return deep, bare, b.zfs(ctx, args)
+	return deep, bare, nil
 }
 
 func createVolume(ctx context.Context, d *daemon, req *csi.CreateVolumeRequest) (*csi.Volume, error) {
