@@ -52,12 +52,13 @@ func sectionWork(number string, cfg config) int {
 	case "8":
 		return 1500 // 1 GiB written twice, read three times and sent three times
 	case "9":
-		// The volumes, and per level 4 daemon starts, the calls, and four
-		// listings of all volumes per round (a listing of n rows at about a
-		// command per 50 rows).
+		// The volumes; per level 2-4 daemon starts and their reaper
+		// passes, the calls, and the listings twice each (the driver and
+		// the replay), at about a command per 20 rows.
 		work := cfg.scale[len(cfg.scale)-1]
 		for _, level := range cfg.scale {
-			work += 4*10 + 4*scaleRounds + 4*scaleRounds*level/50
+			rounds := listingRounds(level)
+			work += (rounds+1)*(10+2*level/20) + 3*scaleRounds + rounds*3*2*level/20
 		}
 		return work
 	}

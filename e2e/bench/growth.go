@@ -111,22 +111,38 @@ func (b *bench) thinCreateLine(ctx context.Context) (func(csiName, dataset strin
 	}, nil
 }
 
-// levelCosts are the measurements at one level.
+// levelCosts are the measurements at one level. Each listing has a bare
+// twin: the zfs and zpool commands the daemon logged for it, replayed.
 type levelCosts struct {
-	start, page, full, bareList, reaper, scrape, capacity, create, snapshot samples
-	peak                                                                    uint64
-	made                                                                    int // volumes CreateVolume added
+	start, capacity, create, snapshot samples
+	page, full, reaper, scrape        listing
+	peak                              uint64
+	made                              int // volumes CreateVolume added
 }
 
-// scaleRounds is how many times each call is measured at a level.
+// listing is a call that reads every volume, and the bare replay of the
+// commands it ran.
+type listing struct{ driver, bare samples }
+
+// scaleRounds is how many times each call that is not a listing is
+// measured at a level; listings are measured fewer times at large levels.
 const scaleRounds = 5
+
+func listingRounds(level int) int {
+	if level > 1000 {
+		return 1
+	}
+	return 3
+}
 
 // measureLevel measures everything at one level, where the parent holds
 // want volumes.
 func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts, error) {
 	c := &levelCosts{}
-	// Each start's first reaper pass runs alone: it is the pass measured.
-	for i := range 3 {
+	rounds := listingRounds(level)
+	// Each start's first reaper pass is the pass measured: the daemon does
+	// nothing else then but its start-up reads.
+	for i := range rounds + 1 {
 		cfg := b.daemonConfig("scale")
 		cfg.notify = true
 		cfg.logName = fmt.Sprintf("driver-%d-start-%d.log", level, i)
@@ -136,12 +152,16 @@ func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts,
 			return nil, err
 		}
 		c.start = append(c.start, d.notified)
-		pass, err := firstReaperPass(ctx, filepath.Join(cfg.dir, cfg.logName))
+		pass, argv, err := firstReaperPass(ctx, filepath.Join(cfg.dir, cfg.logName))
 		d.stop()
 		if err != nil {
 			return nil, err
 		}
-		c.reaper = append(c.reaper, pass)
+		bare, err := replay(ctx, [][]string{argv})
+		if err != nil {
+			return nil, err
+		}
+		c.reaper.driver, c.reaper.bare = append(c.reaper.driver, pass), append(c.reaper.bare, bare)
 	}
 	cfg := b.daemonConfig("scale")
 	cfg.logName = fmt.Sprintf("driver-%d.log", level)
@@ -152,42 +172,54 @@ func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts,
 		return nil, err
 	}
 	defer d.stop()
-	if _, err := firstReaperPass(ctx, filepath.Join(cfg.dir, cfg.logName)); err != nil {
+	logPath := filepath.Join(cfg.dir, cfg.logName)
+	if _, _, err := firstReaperPass(ctx, logPath); err != nil {
 		return nil, err
 	}
 	d.quiesce()
-	logPath := filepath.Join(cfg.dir, cfg.logName)
-	for round := range scaleRounds {
-		took, err := timed(ctx, func(ctx context.Context) error {
+	// measure times call, then the replay of the commands it ran.
+	measure := func(into *listing, call func(context.Context) error) error {
+		before, err := loggedCommands(logPath)
+		if err != nil {
+			return err
+		}
+		took, err := timed(ctx, call)
+		if err != nil {
+			return err
+		}
+		d.quiesce()
+		after, err := loggedCommands(logPath)
+		if err != nil {
+			return err
+		}
+		bare, err := replay(ctx, after[len(before):])
+		if err != nil {
+			return err
+		}
+		into.driver, into.bare = append(into.driver, took), append(into.bare, bare)
+		return nil
+	}
+	for range rounds {
+		if err := measure(&c.page, func(ctx context.Context) error {
 			response, err := d.controller.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: int32(b.cfg.pageSize)})
 			if err == nil && len(response.GetEntries()) != min(b.cfg.pageSize, want) {
 				err = fmt.Errorf("one page of ListVolumes: %d entries", len(response.GetEntries()))
 			}
 			return err
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
-		c.page = append(c.page, took)
-		d.quiesce()
-		took, err = timed(ctx, func(ctx context.Context) error { return listAll(ctx, d, b.cfg.pageSize, want) })
-		if err != nil {
+		if err := measure(&c.full, func(ctx context.Context) error { return listAll(ctx, d, b.cfg.pageSize, want) }); err != nil {
 			return nil, err
 		}
-		c.full = append(c.full, took)
-		d.quiesce()
-		if round == 0 {
-			continue // the bare side replays the command the first listing ran
-		}
-		argv, err := lastCommand(logPath, "list")
-		if err != nil {
+	}
+	// The metrics' pool and volume state is cached for 10 s: each scrape
+	// waits that out, so that each reads ZFS.
+	for range rounds {
+		time.Sleep(11 * time.Second)
+		if err := measure(&c.scrape, func(ctx context.Context) error { return scrape(ctx, "http://"+metricsAddress+"/metrics") }); err != nil {
 			return nil, err
 		}
-		took, _, err = run(ctx, append([]string{b.tools.zfs}, argv[1:]...)...)
-		if err != nil {
-			return nil, err
-		}
-		c.bareList = append(c.bareList, took)
 	}
 	for range scaleRounds {
 		took, err := timed(ctx, func(ctx context.Context) error {
@@ -224,35 +256,25 @@ func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts,
 		c.snapshot = append(c.snapshot, took)
 		d.quiesce()
 	}
-	// The metrics' pool and volume state is cached for 10 s: each scrape
-	// waits that out, so that each reads ZFS.
-	for range 3 {
-		time.Sleep(11 * time.Second)
-		d.quiesce()
-		took, err := timed(ctx, func(ctx context.Context) error { return scrape(ctx, "http://"+metricsAddress+"/metrics") })
-		if err != nil {
-			return nil, err
-		}
-		c.scrape = append(c.scrape, took)
-	}
 	if _, c.peak, err = d.memory(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("=== bench: %d volumes: start %s, page %s, full %s, zfs list %s, reaper %s, scrape %s, GetCapacity %s, CreateVolume %s, CreateSnapshot %s, peak RSS %s\n",
-		level, ms(c.start.p50()), ms(c.page.p50()), ms(c.full.p50()), ms(c.bareList.p50()), ms(c.reaper.p50()), ms(c.scrape.p50()),
+	fmt.Printf("=== bench: %d volumes: start %s, page %s (bare %s), full %s (bare %s), reaper %s (bare %s), scrape %s (bare %s), GetCapacity %s, CreateVolume %s, CreateSnapshot %s, peak RSS %s\n",
+		level, ms(c.start.p50()), ms(c.page.driver.p50()), ms(c.page.bare.p50()), ms(c.full.driver.p50()), ms(c.full.bare.p50()),
+		ms(c.reaper.driver.p50()), ms(c.reaper.bare.p50()), ms(c.scrape.driver.p50()), ms(c.scrape.bare.p50()),
 		ms(c.capacity.p50()), ms(c.create.p50()), ms(c.snapshot.p50()), mib(c.peak))
 	return c, nil
 }
 
-// rows are a level's rows: listings against the bare zfs list, the other
-// calls against the first level (base; nil for the first level itself).
+// rows are a level's rows: listings against the replay of their commands,
+// the other calls against the first level (base; nil for the first level).
 func (c *levelCosts) rows(level int, base *levelCosts) []row {
 	at := func(what string) string { return fmt.Sprintf("%s, %d volumes", what, level) }
 	rows := []row{
-		compare("9", at("ListVolumes one page vs zfs list of all"), c.page, c.bareList, 1.2),
-		compare("9", at("ListVolumes all pages vs zfs list"), c.full, c.bareList, 1.2),
-		compare("9", at("reaper pass vs zfs list"), c.reaper, c.bareList, 1.2),
-		compare("9", at("metrics scrape vs zfs list"), c.scrape, c.bareList, 1.2),
+		compare("9", at("ListVolumes one page vs its zfs commands"), c.page.driver, c.page.bare, 1.2),
+		compare("9", at("ListVolumes all pages vs their zfs commands"), c.full.driver, c.full.bare, 1.2),
+		compare("9", at("reaper pass vs its zfs commands"), c.reaper.driver, c.reaper.bare, 1.2),
+		compare("9", at("metrics scrape vs its zfs commands"), c.scrape.driver, c.scrape.bare, 1.2),
 	}
 	flat := []struct {
 		what       string
@@ -270,6 +292,19 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 		rows = append(rows, compare("9", at(f.what)+" vs the first level", f.now, f.first, 1.2))
 	}
 	return append(rows, memoryRow("9", at("daemon peak RSS (VmHWM)"), []uint64{c.peak}, 64<<20))
+}
+
+// replay runs commands one after another and returns the time they took.
+func replay(ctx context.Context, commands [][]string) (time.Duration, error) {
+	var total time.Duration
+	for _, argv := range commands {
+		took, _, err := run(ctx, argv...)
+		if err != nil {
+			return 0, err
+		}
+		total += took
+	}
+	return total, nil
 }
 
 // listAll pages through ListVolumes and checks the count.
@@ -312,7 +347,8 @@ type logLine struct {
 	Duration float64  `json:"duration"` // milliseconds (zerolog's Dur)
 }
 
-// readLog decodes the daemon's JSON log lines that have the message.
+// readLog decodes the daemon's JSON log lines that have the message (all of
+// them for "").
 func readLog(path, message string) ([]logLine, error) {
 	file, err := os.Open(path)
 	if err != nil {
@@ -324,42 +360,51 @@ func readLog(path, message string) ([]logLine, error) {
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	for scanner.Scan() {
 		var line logLine
-		if json.Unmarshal(scanner.Bytes(), &line) == nil && line.Message == message {
+		if json.Unmarshal(scanner.Bytes(), &line) == nil && (message == "" || line.Message == message) {
 			lines = append(lines, line)
 		}
 	}
 	return lines, scanner.Err()
 }
 
-// lastCommand is the argv of the last zfs command with that subcommand the
-// daemon logged (at debug level).
-func lastCommand(path, subcommand string) ([]string, error) {
+// loggedCommands are the argv of every zfs and zpool command the daemon
+// logged (at debug level), in order.
+func loggedCommands(path string) ([][]string, error) {
 	lines, err := readLog(path, "zfs command")
 	if err != nil {
 		return nil, err
 	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		if argv := lines[i].Argv; len(argv) > 1 && argv[1] == subcommand {
-			return argv, nil
-		}
+	commands := make([][]string, 0, len(lines))
+	for _, line := range lines {
+		commands = append(commands, line.Argv)
 	}
-	return nil, fmt.Errorf("%s logs no zfs %s", path, subcommand)
+	return commands, nil
 }
 
-// firstReaperPass waits for the daemon to log its first reaper pass (at
-// debug level) and returns how long the pass took.
-func firstReaperPass(ctx context.Context, path string) (time.Duration, error) {
-	deadline := time.Now().Add(5 * time.Minute)
+// firstReaperPass waits for the daemon to log its first reaper pass and
+// returns how long it took and the zfs list it ran (the last list logged
+// before the pass ended).
+func firstReaperPass(ctx context.Context, path string) (time.Duration, []string, error) {
+	deadline := time.Now().Add(30 * time.Minute)
 	for {
-		lines, err := readLog(path, "reaper pass")
+		lines, err := readLog(path, "")
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		if len(lines) > 0 {
-			return time.Duration(lines[0].Duration * float64(time.Millisecond)), nil
+		var list []string
+		for _, line := range lines {
+			switch {
+			case line.Message == "zfs command" && len(line.Argv) > 1 && line.Argv[1] == "list":
+				list = line.Argv
+			case line.Message == "reaper pass":
+				if list == nil {
+					return 0, nil, fmt.Errorf("%s: a reaper pass without a zfs list before it", path)
+				}
+				return time.Duration(line.Duration * float64(time.Millisecond)), list, nil
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, fmt.Errorf("%s logs no reaper pass after 5 minutes", path)
+			return 0, nil, fmt.Errorf("%s logs no reaper pass after 30 minutes", path)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
