@@ -27,6 +27,9 @@ const (
 	// StateDeletedStuck is a volume the CO deleted that nothing holds any
 	// more, yet it still exists: the reaper has not run, or cannot destroy it.
 	StateDeletedStuck = "deleted-stuck"
+	// StateDeleted is a volume the CO deleted, read by ReadVolumes, which
+	// does not read snapshots and so cannot tell held from stuck.
+	StateDeleted = "deleted"
 )
 
 // Snapshot states.
@@ -119,13 +122,30 @@ type Snapshot struct {
 
 // Read lists the parents of cfg and everything of the driver under them.
 func Read(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, error) {
+	return read(ctx, z, cfg, true)
+}
+
+// ReadVolumes is Read without the snapshots: the parents, the volumes (the
+// deleted ones in StateDeleted, their Snapshots count 0) and the pools, what
+// the metrics show. Its zfs list does not visit each volume's snapshots,
+// which costs several times the listing of the volumes themselves (measured
+// at 100 volumes in the bench's guest: 6.6 s against 1.7 s).
+func ReadVolumes(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, error) {
+	return read(ctx, z, cfg, false)
+}
+
+func read(ctx context.Context, z zfs.Interface, cfg driver.Config, snapshots bool) (Inventory, error) {
 	props := driver.NewUserProps(cfg.DriverName)
-	rows, err := z.List(ctx, zfs.ListOptions{Roots: cfg.ParentDatasets, Depth: 2,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: props.All(), SkipMissing: true, SkipSuspended: true, Space: true})
+	options := zfs.ListOptions{Roots: cfg.ParentDatasets, Depth: 1, Types: []zfs.Type{zfs.Filesystem, zfs.Volume},
+		UserProps: props.All(), SkipMissing: true, SkipSuspended: true, Space: true}
+	if snapshots {
+		options.Depth, options.Types = 2, []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}
+	}
+	rows, err := z.List(ctx, options)
 	if err != nil {
 		return Inventory{}, err
 	}
-	inv := classify(cfg, props, rows)
+	inv := classify(cfg, props, rows, snapshots)
 	seen := map[string]bool{}
 	for _, parent := range cfg.ParentDatasets {
 		name := zfs.PoolOf(parent)
@@ -143,7 +163,7 @@ func Read(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, e
 }
 
 // classify sorts the rows of one listing into parents, volumes and snapshots.
-func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset) Inventory {
+func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset, snapshots bool) Inventory {
 	var inv Inventory
 	owner := driver.NewOwner(cfg)
 	byName := map[string]zfs.Dataset{}
@@ -176,11 +196,14 @@ func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset) Inv
 		switch {
 		case owner.Marked(row):
 			volume.State = StateOK
-			if owner.DeletedVolume(row) {
+			switch {
+			case !owner.DeletedVolume(row):
+			case !snapshots:
+				volume.State = StateDeleted
+			case volume.Snapshots > 0 || len(volume.Dependents) > 0:
+				volume.State = StateDeletedHeld
+			default:
 				volume.State = StateDeletedStuck
-				if volume.Snapshots > 0 || len(volume.Dependents) > 0 {
-					volume.State = StateDeletedHeld
-				}
 			}
 			inv.Volumes = append(inv.Volumes, volume)
 			inv.Parents[parentIndex(cfg, row.Name)].Volumes++

@@ -1,7 +1,9 @@
 package inventory_test
 
 import (
+	"context"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/zfs-csi/zfs-csi/inventory"
@@ -177,5 +179,44 @@ func TestPlaceFindsWhereVolumesAreStagedAndPublished(t *testing.T) {
 	}
 	if volume := volumeByName(t, inv, "pvc-c"); volume.Device != xfsDevice {
 		t.Errorf("device = %q, want %q", volume.Device, xfsDevice)
+	}
+}
+
+// listRecorder records the options of every zfs list.
+type listRecorder struct {
+	zfs.Interface
+	lists []zfs.ListOptions
+}
+
+func (r *listRecorder) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, error) {
+	r.lists = append(r.lists, opts)
+	return r.Interface.List(ctx, opts)
+}
+
+// ReadVolumes (the metrics' read) gives what Read gives about live volumes
+// and the reaper backlog, without a listing that visits every snapshot.
+func TestReadVolumesSkipsSnapshotsAndKeepsWhatTheMetricsShow(t *testing.T) {
+	f := inventorytest.New(t)
+	f.CreateVolume("live", 1<<30, inventorytest.Mount(""), nil)
+	held := f.CreateVolume("held", 1<<30, inventorytest.Mount(""), nil)
+	f.Snapshot("snap-of-held", held)
+	f.DeleteVolume(held)
+	full := f.Read()
+	recorder := &listRecorder{Interface: f.Fake}
+	inv, err := inventory.ReadVolumes(t.Context(), recorder, f.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recorder.lists) != 1 || slices.Contains(recorder.lists[0].Types, zfs.Snapshot) || recorder.lists[0].Depth != 1 {
+		t.Errorf("zfs lists %+v, want one of filesystems and volumes at depth 1", recorder.lists)
+	}
+	if !reflect.DeepEqual(inv.Live(), full.Live()) || inv.ReaperBacklog() != 1 || full.ReaperBacklog() != 1 {
+		t.Errorf("live %+v, backlog %d; Read gives live %+v, backlog %d", inv.Live(), inv.ReaperBacklog(), full.Live(), full.ReaperBacklog())
+	}
+	if got := volumeByName(t, inv, "held").State; got != inventory.StateDeleted {
+		t.Errorf("a deleted volume read without its snapshots is %q, want %q", got, inventory.StateDeleted)
+	}
+	if !reflect.DeepEqual(inv.Pools, full.Pools) || len(inv.Snapshots) != 0 {
+		t.Errorf("pools %+v (Read: %+v), snapshots %+v", inv.Pools, full.Pools, inv.Snapshots)
 	}
 }

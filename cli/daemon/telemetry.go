@@ -76,10 +76,10 @@ func (t *telemetry) stop(ctx context.Context) {
 	}
 }
 
-// metricsState reads what the pool and volume metrics show: one zfs list and
-// one zpool list per pool, as the operator commands read it.
+// metricsState reads what the pool and volume metrics show: one zfs list of
+// the volumes (not their snapshots) and one zpool list per pool.
 func metricsState(ctx context.Context, z zfs.Interface, cfg driver.Config) (metrics.State, error) {
-	inv, err := inventory.Read(ctx, z, cfg)
+	inv, err := inventory.ReadVolumes(ctx, z, cfg)
 	if err != nil {
 		return metrics.State{}, err
 	}

@@ -58,7 +58,7 @@ func sectionWork(number string, cfg config) int {
 		work := cfg.scale[len(cfg.scale)-1]
 		for _, level := range cfg.scale {
 			rounds := listingRounds(level)
-			work += (rounds+1)*(10+2*level/20) + 3*scaleRounds + rounds*3*2*level/20
+			work += rounds*(10+2*level/20) + 3*scaleRounds + rounds*3*2*level/20
 		}
 		return work
 	}
