@@ -27,8 +27,10 @@ import (
 // listing, a reaper pass (the daemon's own debug log line), a metrics
 // scrape, GetCapacity, CreateVolume and CreateSnapshot, and the daemon's
 // peak RSS. Calls that are not listings must cost the same at every level
-// (≤ 1.2× the smallest); listings are compared with one bare zfs list of the
-// same rows, the command the daemon ran for ListVolumes (from its debug log).
+// (≤ 1.2× the smallest); CreateVolume and CreateSnapshot are also timed
+// beside the bare zfs create / zfs snapshot in the same parent (what ZFS's
+// own cost does). Listings are compared with the replay of the zfs and
+// zpool commands the daemon logged for them (at debug level).
 func (b *bench) growth(ctx context.Context) error {
 	parent := b.dataset("scale")
 	if _, _, err := run(ctx, b.tools.zfs, "create", parent); err != nil {
@@ -54,7 +56,7 @@ func (b *bench) growth(ctx context.Context) error {
 				missing, workers, took.Seconds(), float64(missing)/took.Seconds()))
 			have = level
 		}
-		costs, err := b.measureLevel(ctx, level, have)
+		costs, err := b.measureLevel(ctx, level, have, func(name string) []string { return create(name, parent+"/"+name) })
 		if err != nil {
 			return fmt.Errorf("at %d volumes: %w", level, err)
 		}
@@ -115,19 +117,20 @@ func (b *bench) thinCreateLine(ctx context.Context) (func(csiName, dataset strin
 // levelCosts are the measurements at one level. Each listing has a bare
 // twin: the zfs and zpool commands the daemon logged for it, replayed.
 type levelCosts struct {
-	start, capacity, create, snapshot samples
-	page, full, reaper, scrape        listing
-	peak                              uint64
-	made                              int // volumes CreateVolume added
+	start, capacity            samples
+	create, snapshot           paired // the calls, and the bare zfs create / zfs snapshot beside them
+	page, full, reaper, scrape paired
+	peak                       uint64
+	made                       int // volumes CreateVolume added
 }
 
-// listing is a call that reads every volume, and the bare replay of the
-// commands it ran.
-type listing struct{ driver, bare samples }
+// paired is a call and its bare twin: for a listing, the replay of the
+// commands it ran; for a create, the bare command beside it.
+type paired struct{ driver, bare samples }
 
-// row compares the listing with its replay (≤ 1.2×), or shows its time
+// row compares the call with its twin (≤ 1.2×), or shows its time
 // alone when it was not replayed.
-func (l listing) row(what string) row {
+func (l paired) row(what string) row {
 	if len(l.bare) == 0 {
 		return durationRow("9", what+" (not replayed)", l.driver)
 	}
@@ -146,8 +149,8 @@ func listingRounds(level int) int {
 }
 
 // measureLevel measures everything at one level, where the parent holds
-// want volumes.
-func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts, error) {
+// want volumes; bareCreate is the zfs create of another thin volume there.
+func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate func(name string) []string) (*levelCosts, error) {
 	c := &levelCosts{}
 	rounds := listingRounds(level)
 	// Each start's first reaper pass is the pass measured: the daemon does
@@ -192,7 +195,7 @@ func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts,
 	}
 	d.quiesce()
 	// measure times call, then the replay of the commands it ran.
-	measure := func(into *listing, call func(context.Context) error) error {
+	measure := func(into *paired, call func(context.Context) error) error {
 		before, err := loggedCommands(logPath)
 		if err != nil {
 			return err
@@ -245,38 +248,52 @@ func (b *bench) measureLevel(ctx context.Context, level, want int) (*levelCosts,
 		}
 		c.capacity = append(c.capacity, took)
 	}
+	// CreateVolume and CreateSnapshot beside the bare command in the same
+	// parent: what grows with the number of volumes may be ZFS's own.
 	var source *csi.Volume
 	for i := range scaleRounds {
 		var v *csi.Volume
-		took, err := timed(ctx, func(ctx context.Context) (err error) {
-			v, err = createVolume(ctx, d, volumeRequest(fmt.Sprintf("scale-new-%d-%d", level, i), mountCapability(""), true))
-			return err
-		})
+		err := interleave(i, d, func() (time.Duration, error) {
+			return timed(ctx, func(ctx context.Context) (err error) {
+				v, err = createVolume(ctx, d, volumeRequest(fmt.Sprintf("scale-new-%d-%d", level, i), mountCapability(""), true))
+				return err
+			})
+		}, func() (time.Duration, error) {
+			took, _, err := run(ctx, append([]string{b.tools.zfs}, bareCreate(fmt.Sprintf("scale-bare-%d-%d", level, i))...)...)
+			return took, err
+		}, &c.create.driver, &c.create.bare)
 		if err != nil {
 			return nil, err
 		}
-		c.create, c.made, source = append(c.create, took), c.made+1, v
-		d.quiesce()
+		c.made, source = c.made+2, v
+	}
+	_, sourceDataset, err := driver.ParseVolumeID(source.GetVolumeId())
+	if err != nil {
+		return nil, err
 	}
 	for i := range scaleRounds {
-		took, err := timed(ctx, func(ctx context.Context) error {
-			_, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("scale-snap-%d-%d", level, i),
-				SourceVolumeId: source.GetVolumeId()})
-			return err
-		})
+		err := interleave(i, d, func() (time.Duration, error) {
+			return timed(ctx, func(ctx context.Context) error {
+				_, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("scale-snap-%d-%d", level, i),
+					SourceVolumeId: source.GetVolumeId()})
+				return err
+			})
+		}, func() (time.Duration, error) {
+			took, _, err := run(ctx, b.tools.zfs, "snapshot", "-o", b.props.SnapshotName+"="+fmt.Sprintf("scale-bare-snap-%d-%d", level, i),
+				fmt.Sprintf("%s@bare-%d", sourceDataset, i))
+			return took, err
+		}, &c.snapshot.driver, &c.snapshot.bare)
 		if err != nil {
 			return nil, err
 		}
-		c.snapshot = append(c.snapshot, took)
-		d.quiesce()
 	}
 	if _, c.peak, err = d.memory(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("=== bench: %d volumes: start %s, page %s (bare %s), full %s (bare %s), reaper %s (bare %s), scrape %s (bare %s), GetCapacity %s, CreateVolume %s, CreateSnapshot %s, peak RSS %s\n",
+	fmt.Printf("=== bench: %d volumes: start %s, page %s (bare %s), full %s (bare %s), reaper %s (bare %s), scrape %s (bare %s), GetCapacity %s, CreateVolume %s (zfs create %s), CreateSnapshot %s (zfs snapshot %s), peak RSS %s\n",
 		level, ms(c.start.p50()), ms(c.page.driver.p50()), ms(c.page.bare.p50()), ms(c.full.driver.p50()), ms(c.full.bare.p50()),
 		ms(c.reaper.driver.p50()), ms(c.reaper.bare.p50()), ms(c.scrape.driver.p50()), ms(c.scrape.bare.p50()),
-		ms(c.capacity.p50()), ms(c.create.p50()), ms(c.snapshot.p50()), mib(c.peak))
+		ms(c.capacity.p50()), ms(c.create.driver.p50()), ms(c.create.bare.p50()), ms(c.snapshot.driver.p50()), ms(c.snapshot.bare.p50()), mib(c.peak))
 	return c, nil
 }
 
@@ -290,13 +307,15 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 		c.reaper.row(at("reaper pass vs its zfs list")),
 		c.scrape.row(at("metrics scrape vs its zfs commands")),
 	}
+	rows = append(rows, compare("9", at("CreateVolume thin dataset vs zfs create"), c.create.driver, c.create.bare, 1.2),
+		compare("9", at("CreateSnapshot vs zfs snapshot -o"), c.snapshot.driver, c.snapshot.bare, 1.2))
 	flat := []struct {
 		what       string
 		now, first samples
 	}{{"daemon start → READY=1", c.start, nil}, {"GetCapacity", c.capacity, nil},
-		{"CreateVolume thin dataset", c.create, nil}, {"CreateSnapshot", c.snapshot, nil}}
+		{"CreateVolume thin dataset", c.create.driver, nil}, {"CreateSnapshot", c.snapshot.driver, nil}}
 	if base != nil {
-		flat[0].first, flat[1].first, flat[2].first, flat[3].first = base.start, base.capacity, base.create, base.snapshot
+		flat[0].first, flat[1].first, flat[2].first, flat[3].first = base.start, base.capacity, base.create.driver, base.snapshot.driver
 	}
 	for _, f := range flat {
 		if f.first == nil {
