@@ -200,7 +200,7 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 		if err != nil {
 			return err
 		}
-		took, err := timed(ctx, call)
+		took, err := timedWithin(ctx, listingLimit(level), call)
 		if err != nil {
 			return err
 		}
@@ -235,7 +235,11 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 	for range rounds {
 		time.Sleep(11 * time.Second)
 		if err := measure(&c.scrape, func(ctx context.Context) error { return scrape(ctx, "http://"+metricsAddress+"/metrics") }); err != nil {
-			return nil, err
+			// The daemon bounds its read of ZFS for a scrape (30 s): past
+			// that the page lacks the volume metrics. A finding, not the end
+			// of the section.
+			b.notes = append(b.notes, fmt.Sprintf("section 9: metrics scrape at %d volumes: %v", level, err))
+			break
 		}
 	}
 	for range scaleRounds {
@@ -325,6 +329,13 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 		rows = append(rows, compare("9", at(f.what)+" vs the first level", f.now, f.first, 1.2))
 	}
 	return append(rows, memoryRow("9", at("daemon peak RSS (VmHWM)"), []uint64{c.peak}, 64<<20))
+}
+
+// listingLimit bounds one listing at a level: the bench's per-call limit,
+// plus what a listing of that many volumes may take in an emulated guest
+// (measured: 14 s per 1,000 volumes).
+func listingLimit(level int) time.Duration {
+	return callLimit + time.Duration(level)*60*time.Millisecond
 }
 
 // replay runs commands one after another and returns the time they took.

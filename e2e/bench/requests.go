@@ -79,7 +79,12 @@ func publishRequest(volume *csi.Volume, staging, target string, capability *csi.
 
 // timed runs one call under the per-call deadline and times it.
 func timed(ctx context.Context, call func(context.Context) error) (time.Duration, error) {
-	callCtx, cancel := context.WithTimeout(ctx, callLimit)
+	return timedWithin(ctx, callLimit, call)
+}
+
+// timedWithin is timed with another limit than callLimit.
+func timedWithin(ctx context.Context, limit time.Duration, call func(context.Context) error) (time.Duration, error) {
+	callCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	start := time.Now()
 	err := call(callCtx)
