@@ -197,8 +197,13 @@ GUEST_EXTRA_QEMU=()
 
 main() {
 	local mode="${1:-e2e}" start=$SECONDS
-	if [[ $mode == bench || $mode == k8s || $mode == nomad ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
+	if [[ $mode == k8s || $mode == nomad ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
 		E2E_TIMEOUT=5400
+	fi
+	# The bench's scale section alone makes 10,000 volumes and lists them
+	# (about an hour and a half in the emulated guest).
+	if [[ $mode == bench ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
+		E2E_TIMEOUT=10800
 	fi
 	# The orchestrators' nodes boot an image that also holds containerd, runc,
 	# the CNI plugins and network tools; the Kubernetes control plane on the
