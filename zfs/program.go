@@ -119,8 +119,8 @@ for _, other in ipairs(others) do
 		return describe("taken", other)
 	end
 end
-if zfs.exists(snapshot) and carries(snapshot) then return describe("present", snapshot) end
 if zfs.exists(snapshot) then
+	if carries(snapshot) then return describe("present", snapshot) end
 	if zfs.get_prop(snapshot, unique) ~= nil or (internal ~= "" and zfs.get_prop(snapshot, internal) ~= nil) then
 		return {outcome = "failed", errno = 17, at = snapshot}
 	end
