@@ -1,6 +1,7 @@
 // Package metrics exposes zfs-csi's Prometheus metrics: every CSI call and
 // every zfs command by outcome and duration, and what ZFS itself says about
-// the pools and volumes (read at scrape time, cached briefly).
+// the pools and volumes (read when a scrape finds the last read old, in the
+// background, so that a scrape never waits long for zfs).
 //
 // It knows nothing of CSI handlers or of how volumes are recognised: the
 // daemon hands it a gRPC interceptor slot, a zfs command hook and a function
@@ -34,14 +35,23 @@ type Config struct {
 	// DriverName and Version label zfs_csi_build_info.
 	DriverName string
 	Version    string
-	// Read reports the pools and volumes. It runs during a scrape, at most
-	// once per CacheFor; nil leaves the pool and volume metrics out.
+	// Read reports the pools and volumes. A scrape that finds the last read
+	// older than CacheFor starts one (never two at once); nil leaves the pool
+	// and volume metrics out.
 	Read func(ctx context.Context) (State, error)
-	// CacheFor is how long a State read serves scrapes; 0 means 10 s.
+	// CacheFor is how long a State read serves scrapes without another
+	// read; 0 means 10 s.
 	CacheFor time.Duration
-	// ReadTimeout bounds one Read; 0 means 30 s.
+	// ScrapeWait is how long a scrape waits for the read it started; past
+	// it the scrape shows the last read's State (zfs_state_age_seconds says
+	// how old), or, before any read finished, no pool or volume metrics. 0
+	// means 5 s: below Prometheus' default scrape timeout of 10 s.
+	ScrapeWait time.Duration
+	// ReadTimeout bounds one Read; 0 means 10 minutes. A read runs in the
+	// background: the bound only ends one stuck on a suspended pool.
 	ReadTimeout time.Duration
-	// Log gets a warning when Read fails.
+	// Log gets a warning when Read fails, and a debug line with each read's
+	// duration.
 	Log zerolog.Logger
 	// WithoutProcessMetrics leaves out the Go runtime and process collectors
 	// (tests compare whole expositions).
@@ -90,8 +100,11 @@ func New(cfg Config) *Metrics {
 	if cfg.CacheFor == 0 {
 		cfg.CacheFor = 10 * time.Second
 	}
+	if cfg.ScrapeWait == 0 {
+		cfg.ScrapeWait = 5 * time.Second
+	}
 	if cfg.ReadTimeout == 0 {
-		cfg.ReadTimeout = 30 * time.Second
+		cfg.ReadTimeout = 10 * time.Minute
 	}
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),

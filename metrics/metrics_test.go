@@ -251,3 +251,79 @@ func TestListenAddressBindsLoopbackUnlessAHostIsNamed(t *testing.T) {
 		t.Error("an address without a port was accepted")
 	}
 }
+
+// TestAScrapeNeverWaitsLongerThanScrapeWaitForZFS: a read slower than the
+// scrape wait (thousands of volumes on a slow host) costs the scrape
+// staleness, not time: it shows the last state read, with its age, and
+// nothing before the first read finished. Scrapes during a read share it.
+func TestAScrapeNeverWaitsLongerThanScrapeWaitForZFS(t *testing.T) {
+	var reads atomic.Int32
+	release := make(chan struct{})
+	const wait = 50 * time.Millisecond
+	m := New(Config{WithoutProcessMetrics: true, CacheFor: 200 * time.Millisecond, ScrapeWait: wait,
+		Read: func(ctx context.Context) (State, error) {
+			reads.Add(1)
+			select {
+			case <-release:
+				return testState, nil
+			case <-ctx.Done():
+				return State{}, ctx.Err()
+			}
+		}})
+	timedScrape := func() (map[string]*dto.MetricFamily, time.Duration) {
+		start := time.Now()
+		families := scrape(t, m)
+		return families, time.Since(start)
+	}
+
+	// The first read is slow: two scrapes return after the wait, without the
+	// state, having started one read between them.
+	for range 2 {
+		families, took := timedScrape()
+		if took > 20*wait {
+			t.Errorf("a scrape during a slow read took %v, want about %v", took, wait)
+		}
+		for _, name := range []string{"zfs_csi_zfs_up", "zfs_csi_volume_info", "zfs_csi_zfs_state_age_seconds"} {
+			if _, ok := families[name]; ok {
+				t.Errorf("%s is exposed before the first read finished", name)
+			}
+		}
+	}
+	if got := reads.Load(); got != 1 {
+		t.Fatalf("%d reads started by two scrapes during one read, want 1", got)
+	}
+	release <- struct{}{}
+	eventually(t, func() bool { _, ok := scrape(t, m)["zfs_csi_volume_info"]; return ok })
+
+	// Past the cache period the next read is slow again: the scrape shows the
+	// state read before, and says how old it is.
+	time.Sleep(300 * time.Millisecond)
+	families, took := timedScrape()
+	if took > 20*wait {
+		t.Errorf("a scrape during a slow read took %v, want about %v", took, wait)
+	}
+	if info := families["zfs_csi_volume_info"]; len(info.GetMetric()) != len(testState.Volumes) {
+		t.Errorf("during a slow read the scrape shows %d volumes, want the last read's %d", len(info.GetMetric()), len(testState.Volumes))
+	}
+	if age := sample(families, "zfs_csi_zfs_state_age_seconds", map[string]string{}); age.GetGauge().GetValue() < 0.3 {
+		t.Errorf("zfs_csi_zfs_state_age_seconds = %v, want at least 0.3 (the sleep)", age.GetGauge().GetValue())
+	}
+	if got := reads.Load(); got != 2 {
+		t.Errorf("%d reads, want 2", got)
+	}
+	close(release)
+	eventually(t, func() bool {
+		age := sample(scrape(t, m), "zfs_csi_zfs_state_age_seconds", map[string]string{})
+		return age.GetGauge().GetValue() < 0.2
+	})
+}
+
+// eventually polls ok for up to 5 s.
+func eventually(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+	}
+}

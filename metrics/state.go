@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 )
 
 // poolStates are the health values zpool reports; zfs_csi_pool_health has
@@ -14,20 +15,22 @@ var poolStates = []string{"ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL",
 
 // stateCollector turns a State into gauges at scrape time. One Read serves
 // every scrape for cacheFor, so that scraping often costs no more zfs
-// commands than scraping every cacheFor.
+// commands than scraping every cacheFor. A read runs on its own goroutine:
+// a scrape waits for it at most wait, then shows the last State read, so
+// that a listing slower than Prometheus' scrape timeout (thousands of
+// volumes on a slow host) costs the scrape nothing but staleness.
 type stateCollector struct {
 	read     func(context.Context) (State, error)
 	cacheFor time.Duration
+	wait     time.Duration
 	timeout  time.Duration
-	log      func(error)
+	log      zerolog.Logger
 
-	mu     sync.Mutex
-	state  State
-	err    error
-	readAt time.Time
-	took   time.Duration
+	mu      sync.Mutex
+	last    *reading      // the newest read that finished; nil before the first
+	pending chan struct{} // closed when the read in flight finishes; nil when none is
 
-	up, readDuration, backlog                               *prometheus.Desc
+	up, readDuration, age, backlog                          *prometheus.Desc
 	poolHealth, poolSize, poolAllocated, poolFree, poolFrag *prometheus.Desc
 	volumeInfo, capacity, logicalUsed, referenced           *prometheus.Desc
 	usedBySnapshots, compressRatio                          *prometheus.Desc
@@ -40,11 +43,11 @@ func newStateCollector(cfg Config) *stateCollector {
 	volume := func(name, help string) *prometheus.Desc { return desc(name, help, "volume_id") }
 	pool := func(name, help string) *prometheus.Desc { return desc(name, help, "pool") }
 	return &stateCollector{
-		read: cfg.Read, cacheFor: cfg.CacheFor, timeout: cfg.ReadTimeout,
-		log: func(err error) { cfg.Log.Warn().Err(err).Msg("metrics: reading pools and volumes failed") },
+		read: cfg.Read, cacheFor: cfg.CacheFor, wait: cfg.ScrapeWait, timeout: cfg.ReadTimeout, log: cfg.Log,
 
 		up:           desc("zfs_up", "1 when the last read of pools and volumes succeeded; the pool and volume metrics are absent otherwise."),
 		readDuration: desc("zfs_read_duration_seconds", "How long the last read of pools and volumes took."),
+		age:          desc("zfs_state_age_seconds", "How long ago the last read of pools and volumes finished: what the pool and volume metrics show is that old."),
 		backlog:      desc("reaper_backlog_volumes", "Volumes deleted by the CO but still held by their snapshots or clones."),
 
 		poolHealth:    desc("pool_health", "Pool health as a state set: 1 for the current state.", "pool", "state"),
@@ -64,39 +67,80 @@ func newStateCollector(cfg Config) *stateCollector {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.readDuration, c.backlog, c.poolHealth, c.poolSize, c.poolAllocated,
+	for _, d := range []*prometheus.Desc{c.up, c.readDuration, c.age, c.backlog, c.poolHealth, c.poolSize, c.poolAllocated,
 		c.poolFree, c.poolFrag, c.volumeInfo, c.capacity, c.logicalUsed, c.referenced, c.usedBySnapshots, c.compressRatio} {
 		ch <- d
 	}
 }
 
-// current returns the cached State, reading a new one when it is older than
-// cacheFor. Concurrent scrapes wait for one read instead of starting several.
-func (c *stateCollector) current() (State, time.Duration, error) {
+// reading is one finished read.
+type reading struct {
+	state State
+	err   error
+	at    time.Time
+	took  time.Duration
+}
+
+// current returns the newest reading, after starting a read when it is older
+// than cacheFor and waiting at most wait for that read. Concurrent scrapes
+// share the read in flight. ok is false before any read has finished.
+func (c *stateCollector) current() (r reading, ok bool) {
+	c.mu.Lock()
+	if c.last != nil && time.Since(c.last.at) < c.cacheFor {
+		defer c.mu.Unlock()
+		return *c.last, true
+	}
+	if c.pending == nil {
+		c.pending = make(chan struct{})
+		go c.refresh(c.pending)
+	}
+	pending := c.pending
+	c.mu.Unlock()
+	timer := time.NewTimer(c.wait)
+	defer timer.Stop()
+	select {
+	case <-pending:
+	case <-timer.C:
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.readAt.IsZero() && time.Since(c.readAt) < c.cacheFor {
-		return c.state, c.took, c.err
+	if c.last == nil {
+		return reading{}, false
 	}
+	return *c.last, true
+}
+
+// refresh reads the State, keeps it as the newest reading, and closes done.
+func (c *stateCollector) refresh(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	start := time.Now()
-	c.state, c.err = c.read(ctx)
-	c.readAt = time.Now()
-	c.took = c.readAt.Sub(start)
-	if c.err != nil {
-		c.log(c.err)
+	state, err := c.read(ctx)
+	r := &reading{state: state, err: err, at: time.Now()}
+	r.took = r.at.Sub(start)
+	if err != nil {
+		c.log.Warn().Err(err).Dur("duration", r.took).Msg("metrics: reading pools and volumes failed")
+	} else {
+		c.log.Debug().Dur("duration", r.took).Int("volumes", len(state.Volumes)).Msg("metrics read")
 	}
-	return c.state, c.took, c.err
+	c.mu.Lock()
+	c.last, c.pending = r, nil
+	c.mu.Unlock()
+	close(done)
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	state, took, err := c.current()
+	r, ok := c.current()
+	if !ok {
+		return // the first read is still going: nothing to show yet
+	}
+	state := r.state
 	gauge := func(desc *prometheus.Desc, value float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, value, labels...)
 	}
-	gauge(c.readDuration, took.Seconds())
-	if err != nil {
+	gauge(c.readDuration, r.took.Seconds())
+	gauge(c.age, time.Since(r.at).Seconds())
+	if r.err != nil {
 		gauge(c.up, 0)
 		return
 	}

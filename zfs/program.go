@@ -91,17 +91,19 @@ local keys, values = {}, {}
 for k = i + 1, #argv, 2 do keys[#keys + 1] = argv[k]; values[#values + 1] = argv[k + 1] end
 local value
 for k = 1, #keys do if keys[k] == unique then value = values[k] end end
-local function describe(outcome, name)
+local kind, volsize, refquota
+local function describe(outcome, name, size)
+	kind = kind or zfs.get_prop(dataset, "type")
 	local result = {outcome = outcome, name = name, referenced = zfs.get_prop(name, "referenced"),
-		creation = zfs.get_prop(name, "creation"), type = zfs.get_prop(dataset, "type")}
-	if result.type == "volume" then
-		result.volsize = zfs.get_prop(dataset, "volsize")
+		creation = zfs.get_prop(name, "creation"), type = kind}
+	if kind == "volume" then
+		result.volsize = volsize or zfs.get_prop(dataset, "volsize")
 		result.volblocksize = zfs.get_prop(dataset, "volblocksize")
 	else
-		result.refquota = zfs.get_prop(dataset, "refquota")
+		result.refquota = refquota or zfs.get_prop(dataset, "refquota")
 	end
 	if report ~= "" then result.reported = zfs.get_prop(dataset, report) end
-	if sizeprop ~= "" then result.size = zfs.get_prop(name, sizeprop) end
+	if sizeprop ~= "" then result.size = size or zfs.get_prop(name, sizeprop) end
 	return result
 end
 local function carries(name)
@@ -128,10 +130,19 @@ else
 	local err = zfs.sync.snapshot(snapshot)
 	if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
 end
+local size
 if sizeprop ~= "" then
-	local size = zfs.get_prop(dataset, "refquota")
-	if zfs.get_prop(dataset, "type") == "volume" then size = zfs.get_prop(snapshot, "volsize") end
-	keys[#keys + 1] = sizeprop; values[#values + 1] = tostring(size)
+	-- Read once here, and described from these values below: each read in a
+	-- program looks the dataset up by name again.
+	kind = zfs.get_prop(dataset, "type")
+	if kind == "volume" then
+		volsize = zfs.get_prop(snapshot, "volsize")
+		size = tostring(volsize)
+	else
+		refquota = zfs.get_prop(dataset, "refquota")
+		size = tostring(refquota)
+	end
+	keys[#keys + 1] = sizeprop; values[#values + 1] = size
 end
 for k = 1, #keys do
 	local err = zfs.sync.set_prop(snapshot, keys[k], values[k])
@@ -140,7 +151,7 @@ for k = 1, #keys do
 		return {outcome = "failed", errno = err, at = snapshot .. " " .. keys[k]}
 	end
 end
-return describe("done", snapshot)
+return describe("done", snapshot, size)
 `
 
 // destroySnapshotProgram: argv = snapshot, named, excluded, report, refused.

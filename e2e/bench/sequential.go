@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +19,11 @@ type item struct {
 	count  string // the section-6 label whose commands it shows
 	driver func(ctx context.Context, i int) error
 	bare   func(ctx context.Context, i int) error
+	// program, when set, is the CSI name prefix the item's zfs program
+	// carries: the item gets a second row, the program alone (its duration
+	// as the daemon logged it) against the same bare commands, which
+	// splits the call's cost into the program's and the daemon's.
+	program string
 }
 
 // sequential is section 1, on a daemon of its own (parent <pool>/bench/seq;
@@ -25,11 +31,14 @@ type item struct {
 // snapshots of the datasets, clones of the snapshots; then the deletions
 // take the clones, the snapshots and the datasets away again.
 func (b *bench) sequential(ctx context.Context) error {
-	d, err := startDaemon(ctx, b.daemonConfig("seq"))
+	cfg := b.daemonConfig("seq")
+	cfg.extra = []string{"--log-level", "debug"} // each zfs command with its duration, for the program rows
+	d, err := startDaemon(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer d.stop()
+	logPath := filepath.Join(cfg.dir, "driver.log")
 	n := b.cfg.n
 	datasets, snapshots, clones := make([]*csi.Volume, n), make([]*csi.Snapshot, n), make([]*csi.Volume, n)
 	bareDataset := func(kind string, i int) string { return b.dataset("bare") + fmt.Sprintf("/%s-%d", kind, i) }
@@ -59,12 +68,12 @@ func (b *bench) sequential(ctx context.Context) error {
 			func(ctx context.Context, i int) (err error) {
 				datasets[i], err = createVolume(ctx, d, volumeRequest(fmt.Sprintf("seq-fs-%d", i), mountCapability(""), false))
 				return err
-			}, bareCreate("create-fs", "fs")},
+			}, bareCreate("create-fs", "fs"), ""},
 		{"CreateVolume zvol 1GiB +3 props vs zfs create -V", "CreateVolume zvol",
 			func(ctx context.Context, i int) error {
 				_, err := createVolume(ctx, d, volumeRequest(fmt.Sprintf("seq-zvol-%d", i), blockCapability(), false))
 				return err
-			}, bareCreate("create-zvol", "zvol")},
+			}, bareCreate("create-zvol", "zvol"), ""},
 		{"CreateSnapshot vs zfs snapshot", "CreateSnapshot",
 			func(ctx context.Context, i int) error {
 				response, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-snap-%d", i),
@@ -74,7 +83,7 @@ func (b *bench) sequential(ctx context.Context) error {
 			},
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-snap-%d", i)}, bareSnapshot(i)))
-			}},
+			}, "seq-snap-"},
 		{fmt.Sprintf("CreateSnapshot, %d+ snapshots on the volume, vs zfs snapshot", snapshotDepth), "CreateSnapshot",
 			func(ctx context.Context, i int) error {
 				_, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-deep-new-%d", i),
@@ -84,7 +93,7 @@ func (b *bench) sequential(ctx context.Context) error {
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-deep-new-%d", i)},
 					fmt.Sprintf("%s@new-%d", bareDeep, i)))
-			}},
+			}, "seq-deep-new-"},
 		{"CreateVolume from snapshot vs zfs clone", "CreateVolume from snapshot",
 			func(ctx context.Context, i int) (err error) {
 				clones[i], err = createVolume(ctx, d, fromSnapshot(fmt.Sprintf("seq-clone-%d", i), snapshots[i].GetSnapshotId()))
@@ -93,16 +102,16 @@ func (b *bench) sequential(ctx context.Context) error {
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["clone"].with(map[string]string{csiName: fmt.Sprintf("bare-clone-%d", i)},
 					bareSnapshot(i), bareDataset("clone", i)))
-			}},
+			}, ""},
 		{"DeleteVolume of a clone vs zfs destroy", "DeleteVolume of a clone",
-			deleteVolume(clones), bareDestroy(func(i int) string { return bareDataset("clone", i) })},
+			deleteVolume(clones), bareDestroy(func(i int) string { return bareDataset("clone", i) }), ""},
 		{"DeleteSnapshot vs zfs destroy", "DeleteSnapshot",
 			func(ctx context.Context, i int) error {
 				_, err := d.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapshots[i].GetSnapshotId()})
 				return err
-			}, bareDestroy(bareSnapshot)},
+			}, bareDestroy(bareSnapshot), ""},
 		{"DeleteVolume dataset vs zfs destroy", "DeleteVolume dataset",
-			deleteVolume(datasets), bareDestroy(func(i int) string { return bareDataset("fs", i) })},
+			deleteVolume(datasets), bareDestroy(func(i int) string { return bareDataset("fs", i) }), ""},
 	}
 	var walls []string
 	for _, it := range items {
@@ -126,6 +135,13 @@ func (b *bench) sequential(ctx context.Context) error {
 		r := compare("1", it.what, drv, bare, 1.10)
 		r.commands = b.counts[it.count]
 		b.rows["1"] = append(b.rows["1"], r)
+		if it.program != "" {
+			programs, err := programDurations(logPath, it.program)
+			if err != nil {
+				return err
+			}
+			b.rows["1"] = append(b.rows["1"], compare("1", it.what+": its zfs program alone", programs, bare, 1.10))
+		}
 		wall := time.Since(itemStart)
 		walls = append(walls, fmt.Sprintf("%s %.0fs", it.count, wall.Seconds()))
 		b.checkpoint()
@@ -145,6 +161,31 @@ func (b *bench) sequential(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// programDurations are the durations the daemon logged for its zfs programs
+// whose arguments include a value starting with prefix.
+func programDurations(logPath, prefix string) (samples, error) {
+	lines, err := readLog(logPath, "zfs command")
+	if err != nil {
+		return nil, err
+	}
+	var took samples
+	for _, line := range lines {
+		if len(line.Argv) < 2 || line.Argv[1] != "program" {
+			continue
+		}
+		for _, arg := range line.Argv {
+			if strings.HasPrefix(arg, prefix) {
+				took = append(took, time.Duration(line.Duration*float64(time.Millisecond)))
+				break
+			}
+		}
+	}
+	if len(took) == 0 {
+		return nil, fmt.Errorf("%s: no zfs program with an argument %s… logged", logPath, prefix)
+	}
+	return took, nil
 }
 
 // snapshotDepth is how many snapshots the volume of section 1's second
