@@ -2,15 +2,24 @@
 // which byte ranges a snapshot holds (GetMetadataAllocated), and which
 // changed between two snapshots of one zvol (GetMetadataDelta), as the
 // records of a `zfs send` stream name them (zfs.VolumeRanges). Backup tools
-// copy only those ranges. The answer streams as it is read, in bounded
-// memory: one extent is pending at a time, and a response holds at most
-// max_results extents.
+// copy only those ranges. The answer streams as it is read: one extent is
+// pending at a time, and a response holds at most max_results extents.
+//
+// A delta is exact. An incremental stream frees more than changed: every
+// hole without a birth time (never written; OpenZFS's default
+// send_holes_without_birth_time=1), and everything past the target's last
+// data "to the end of the object". A freed range changed only where the
+// base held data, so the first freed range of a delta reads the base's
+// allocated extents (a full send of the base, its data skipped) and every
+// freed range is reported only where it meets them. That list is the one
+// thing held in memory: 16 bytes per extent of the base.
 package snapmeta
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -89,11 +98,56 @@ func (s *Server) GetMetadataDelta(req *csi.GetMetadataDeltaRequest, stream csi.S
 	if err != nil {
 		return err
 	}
-	err = s.zfs.VolumeRanges(ctx, target.name, base.name, func(r zfs.StreamRange) error { return out.add(r.Offset, r.Length) })
+	out.loadBase = func() (*allocation, error) { return s.allocation(ctx, base.name) }
+	err = s.zfs.VolumeRanges(ctx, target.name, base.name, func(r zfs.StreamRange) error {
+		if r.Freed {
+			return out.addFreed(r.Offset, r.Length)
+		}
+		return out.add(r.Offset, r.Length)
+	})
 	if errors.Is(err, zfs.ErrInvalid) {
 		return status.Errorf(codes.InvalidArgument, "base %q is not an earlier snapshot of the target's volume: %v", req.GetBaseSnapshotId(), err)
 	}
 	return driver.Status(out.finish(err))
+}
+
+// allocation reads the extents a snapshot holds data in: one full send.
+func (s *Server) allocation(ctx context.Context, snapshot string) (*allocation, error) {
+	held := &allocation{}
+	err := s.zfs.VolumeRanges(ctx, snapshot, "", func(r zfs.StreamRange) error {
+		if !r.Freed {
+			held.add(r.Offset, r.Length)
+		}
+		return nil
+	})
+	return held, err
+}
+
+// allocation is a snapshot's data as sorted, disjoint [start, end) spans.
+type allocation struct{ spans [][2]uint64 }
+
+// add appends a range at or past the last one, merging what touches.
+func (a *allocation) add(offset, length uint64) {
+	end := offset + length
+	if n := len(a.spans); n > 0 && a.spans[n-1][1] >= offset {
+		a.spans[n-1][1] = max(a.spans[n-1][1], end)
+		return
+	}
+	a.spans = append(a.spans, [2]uint64{offset, end})
+}
+
+// within calls fn, in order, for each part of [from, to) the spans cover.
+func (a *allocation) within(from, to uint64, fn func(from, to uint64) error) error {
+	first := sort.Search(len(a.spans), func(i int) bool { return a.spans[i][1] > from })
+	for _, span := range a.spans[first:] {
+		if span[0] >= to {
+			break
+		}
+		if err := fn(max(span[0], from), min(span[1], to)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // zvolSnapshot is a snapshot of a zvol of ours, with its volume's size.
@@ -139,6 +193,23 @@ type extents struct {
 	sent       bool
 	last       uint64 // end of the last range added: the stream's order is checked
 	tail       uint64 // the least offset of a free "to the end", reported last
+	// loadBase, for a delta, reads what the base held: a freed range is
+	// reported only where it meets that. It runs once, when a freed range
+	// first falls where something may be reported.
+	loadBase func() (*allocation, error)
+	base     *allocation
+}
+
+// held is what the base held, read on first use.
+func (e *extents) held() (*allocation, error) {
+	if e.base == nil {
+		base, err := e.loadBase()
+		if err != nil {
+			return nil, err
+		}
+		e.base = base
+	}
+	return e.base, nil
 }
 
 func newExtents(target zvolSnapshot, startingOffset int64, maxResults int32, send func([]*csi.BlockMetadata) error) (*extents, error) {
@@ -187,6 +258,28 @@ func (e *extents) add(offset, length uint64) error {
 	return nil
 }
 
+// addFreed takes a range the stream frees: the parts the base held data in.
+func (e *extents) addFreed(offset, length uint64) error {
+	if length == zfs.ToEnd {
+		return e.add(offset, length)
+	}
+	if offset < e.last {
+		return fmt.Errorf("%w: range at %d comes after one ending at %d", zfs.ErrStream, offset, e.last)
+	}
+	from, to := max(offset, e.start), min(offset+length, e.end)
+	if from < to { // else nothing may be reported there: the base need not be read
+		base, err := e.held()
+		if err != nil {
+			return err
+		}
+		if err := base.within(from, to, func(from, to uint64) error { return e.add(from, to-from) }); err != nil {
+			return err
+		}
+	}
+	e.last = max(e.last, to)
+	return nil
+}
+
 func (e *extents) flushPending() error {
 	if e.pending == nil {
 		return nil
@@ -212,12 +305,24 @@ func (e *extents) finish(err error) error {
 		return err
 	}
 	if e.tail < e.end {
-		offset := max(e.tail, e.start)
-		if e.pending == nil || uint64(e.pending.ByteOffset+e.pending.SizeBytes) < offset {
-			offset = max(offset, e.last)
+		tail := func(offset, end uint64) error {
+			if e.pending == nil || uint64(e.pending.ByteOffset+e.pending.SizeBytes) < offset {
+				offset = max(offset, e.last)
+			}
+			if offset >= end {
+				return nil
+			}
+			e.last = min(e.last, offset)
+			return e.add(offset, end-offset)
 		}
-		e.last = min(e.last, offset)
-		if err := e.add(offset, e.end-offset); err != nil {
+		from := max(e.tail, e.start)
+		if e.loadBase == nil {
+			if err := tail(from, e.end); err != nil {
+				return err
+			}
+		} else if base, err := e.held(); err != nil {
+			return err
+		} else if err := base.within(from, e.end, tail); err != nil {
 			return err
 		}
 	}

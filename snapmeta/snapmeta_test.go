@@ -151,22 +151,38 @@ func TestAllocatedIsWhatWasWrittenMergedIntoExtents(t *testing.T) {
 	}
 }
 
-func TestDeltaIsWhatWasWrittenAndFreedSinceTheBase(t *testing.T) {
+func TestDeltaIsExactlyWhatWasWrittenAndFreedSinceTheBase(t *testing.T) {
 	h := newHarness(t)
 	h.write(0, 64*kib)
+	h.write(512*kib, 16*kib)
 	base := h.snapshot("tank/csi/vol", "base")
 	h.write(96*kib, 16*kib)
 	h.write(112*kib, 16*kib)
-	if err := h.fake.FreeBlocks("tank/csi/vol", 0, 16*kib); err != nil {
-		t.Fatal(err)
+	for _, free := range [][2]uint64{{0, 16 * kib}, {512 * kib, 16 * kib}} {
+		if err := h.fake.FreeBlocks("tank/csi/vol", free[0], free[1]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	target := h.snapshot("tank/csi/vol", "target")
-	got, _, err := h.delta(base, target, 0, 0)
-	// zfs send frees everything past the target's last data block (128 KiB)
-	// "to the end of the object": the delta reports it, a superset that reads
-	// as zeros (README, Changed-block tracking).
-	if want := []extent{{0, 16 * kib}, {96 * kib, 1<<20 - 96*kib}}; err != nil || !equal(got, want) {
-		t.Errorf("got %v, %v; want %v", got, err, want)
+	// The stream frees more than changed: the never-written 64–96 KiB (holes
+	// without a birth time) and everything past the target's last data
+	// (128 KiB) to the end. Only where the base held data did a free change
+	// anything: 0–16 KiB and 512–528 KiB.
+	want := []extent{{0, 16 * kib}, {96 * kib, 32 * kib}, {512 * kib, 16 * kib}}
+	got, responses, err := h.delta(base, target, 0, 0)
+	if err != nil || !equal(got, want) || responses != 1 {
+		t.Errorf("got %v in %d responses, %v; want %v in 1", got, responses, err, want)
+	}
+	if got, responses, err := h.delta(base, target, 0, 1); err != nil || !equal(got, want) || responses != 3 {
+		t.Errorf("max_results 1: got %v in %d responses, %v", got, responses, err)
+	}
+	if got, _, err := h.delta(base, target, 100*kib, 0); err != nil || !equal(got, []extent{{100 * kib, 28 * kib}, {512 * kib, 16 * kib}}) {
+		t.Errorf("from 100 KiB: got %v, %v", got, err)
+	}
+	// Nothing changed: the stream still frees past the data; nothing to report.
+	again := h.snapshot("tank/csi/vol", "again")
+	if got, responses, err := h.delta(target, again, 0, 0); err != nil || len(got) != 0 || responses != 1 {
+		t.Errorf("no change: got %v in %d responses, %v; want one empty response", got, responses, err)
 	}
 }
 
@@ -236,5 +252,38 @@ func TestAFreeToTheEndIsTheLastExtentWhereverTheStreamSendsIt(t *testing.T) {
 	}
 	if want := []extent{{0, 16 * kib}, {480 * kib, 1<<20 - 480*kib}}; !equal(sent, want) {
 		t.Errorf("got %v, want %v", sent, want)
+	}
+}
+
+// The base is read (a second zfs send) only when the delta frees something
+// where something may be reported: a zvol written to its end and rewritten
+// in place costs one send.
+func TestADeltaReadsTheBaseOnlyForAFreeItMustReport(t *testing.T) {
+	h := newHarness(t)
+	h.write(0, 1<<20)
+	base := h.snapshot("tank/csi/vol", "base")
+	h.write(16*kib, 16*kib)
+	rewritten := h.snapshot("tank/csi/vol", "rewritten")
+	if err := h.fake.FreeBlocks("tank/csi/vol", 1<<20-16*kib, 16*kib); err != nil {
+		t.Fatal(err)
+	}
+	freed := h.snapshot("tank/csi/vol", "freed")
+	for _, test := range []struct {
+		name         string
+		base, target string
+		want         []extent
+		sends        int
+	}{
+		{"rewritten in place", base, rewritten, []extent{{16 * kib, 16 * kib}}, 1},
+		{"the last block freed", rewritten, freed, []extent{{1<<20 - 16*kib, 16 * kib}}, 2},
+	} {
+		before := h.fake.Calls()["VolumeRanges"]
+		got, _, err := h.delta(test.base, test.target, 0, 0)
+		if err != nil || !equal(got, test.want) {
+			t.Errorf("%s: got %v, %v; want %v", test.name, got, err, test.want)
+		}
+		if sends := h.fake.Calls()["VolumeRanges"] - before; sends != test.sends {
+			t.Errorf("%s: %d sends, want %d", test.name, sends, test.sends)
+		}
 	}
 }

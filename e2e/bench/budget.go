@@ -50,7 +50,7 @@ func sectionWork(number string, cfg config) int {
 	case "7":
 		return 16*2 + 16*2 + 2*max(cfg.n/5, 3)*(16+3)*2 // volumes, stages, idle and in-use rounds
 	case "8":
-		return 1500 // 1 GiB written twice, read three times and sent three times
+		return 3500 // 1 GiB written twice, then two deltas: each read three times and sent three (the second sends the base too)
 	case "9":
 		// The volumes; per level 2-4 daemon starts and their reaper
 		// passes, the calls, and the listings twice each (the driver and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -109,11 +108,24 @@ func (f *Fake) VolumeRanges(ctx context.Context, snapshot, from string, fn func(
 		}
 		changed = changed || state.birth > since
 	}
+	// Below it, an incremental stream also frees the blocks never written (a
+	// hole without a birth time: OpenZFS's default
+	// send_holes_without_birth_time=1 sends them, measured in the guest) of
+	// every indirect block it visits: those above a block born since the
+	// base (one indirect block maps indirectSpan blocks).
+	visited := map[uint64]bool{}
+	for block, state := range snap.blocks {
+		if state.birth > since {
+			visited[block/indirectSpan] = true
+		}
+	}
 	var ranges []zfs.StreamRange
-	for _, block := range slices.Sorted(maps.Keys(snap.blocks)) {
-		state := snap.blocks[block]
+	for block := range dataEnd {
+		state, written := snap.blocks[block]
 		switch {
-		case from != "" && block >= dataEnd:
+		case from != "" && !written && visited[block/indirectSpan]:
+			ranges = append(ranges, zfs.StreamRange{Offset: block * size, Length: size, Freed: true})
+		case !written:
 		case from == "" && !state.hole, from != "" && state.birth > since:
 			ranges = append(ranges, zfs.StreamRange{Offset: block * size, Length: size, Freed: state.hole})
 		}
@@ -129,6 +141,10 @@ func (f *Fake) VolumeRanges(ctx context.Context, snapshot, from string, fn func(
 	}
 	return nil
 }
+
+// indirectSpan is how many data blocks one indirect block maps: 128 KiB of
+// 128-byte block pointers.
+const indirectSpan = 1024
 
 // volBlockSizeOf is a snapshot's zvol's block size. Callers hold mu.
 func (d *fakeDataset) volBlockSizeOf(f *Fake) uint64 {
