@@ -90,6 +90,25 @@ var commands = map[string]command{
 	"metadata-delta": {usage: "BASE_SNAPSHOT_ID TARGET_SNAPSHOT_ID [--starting-offset N] [--max-results N]",
 		summary: "GetMetadataDelta: the ranges that changed between two snapshots of a zvol", args: 2,
 		flags: metadataFlags, call: metadataDelta},
+	"volume-health": {usage: "VOLUME_ID", summary: "ControllerGetVolumeHealth: the volume's pool and dataset as ZFS sees them", args: 1,
+		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+			return c.controller.ControllerGetVolumeHealth(ctx, &csi.ControllerGetVolumeHealthRequest{VolumeId: r.args[0]})
+		}},
+	"list-volume-health": {usage: "[--max-entries N] [--starting-token T]", summary: "ControllerListVolumeHealth",
+		flags: pageFlags, call: listVolumeHealth},
+	"node-volume-health": {usage: "VOLUME_ID [--staging-path PATH] [--path PATH]",
+		summary: "NodeGetVolumeHealth: the pool, dataset, zvol device and the mounts at the paths given", args: 1,
+		flags: func(flags *flag.FlagSet, r *request) {
+			flags.StringVar(&r.stagingPath, "staging-path", "", "where the volume is staged")
+			flags.StringVar(&r.targetPath, "path", "", "where the volume is published")
+		}, call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+			return c.node.NodeGetVolumeHealth(ctx, &csi.NodeGetVolumeHealthRequest{VolumeId: r.args[0],
+				StagingTargetPath: r.stagingPath, VolumePublishPath: r.targetPath})
+		}},
+	"storage-health": {summary: "NodeGetStorageHealth: each pool holding a parent dataset",
+		call: func(ctx context.Context, c *clients, _ *request) (proto.Message, error) {
+			return c.node.NodeGetStorageHealth(ctx, &csi.NodeGetStorageHealthRequest{})
+		}},
 	"list-snapshots": {usage: "[--volume VOLUME_ID | --snapshot SNAPSHOT_ID] [--max-entries N] [--starting-token T]",
 		summary: "ListSnapshots", call: listSnapshots,
 		flags: func(flags *flag.FlagSet, r *request) {
@@ -214,6 +233,23 @@ func expandVolume(ctx context.Context, c *clients, r *request) (proto.Message, e
 	}
 	return c.controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: r.args[0],
 		CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: capability})
+}
+
+// listVolumeHealth lists one page, or every page merged into one response.
+func listVolumeHealth(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+	all := &csi.ControllerListVolumeHealthResponse{}
+	token := r.startingToken
+	for {
+		page, err := c.controller.ControllerListVolumeHealth(ctx, &csi.ControllerListVolumeHealthRequest{
+			MaxEntries: int32(r.maxEntries), StartingToken: token})
+		if err != nil || r.maxEntries > 0 {
+			return page, err
+		}
+		all.Entries = append(all.Entries, page.GetEntries()...)
+		if token = page.GetNextToken(); token == "" {
+			return all, nil
+		}
+	}
 }
 
 // listVolumes lists one page, or every page merged into one response.

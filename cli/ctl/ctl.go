@@ -52,6 +52,7 @@ type request struct {
 	fromSnapshot   string
 	fromVolume     string
 	stagingPath    string
+	targetPath     string
 	readOnly       bool
 	volumeID       string
 	snapshotID     string

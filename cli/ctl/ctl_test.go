@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // ctlHarness is a daemon on a fake pool and a fake host, served on a real
@@ -244,5 +246,39 @@ func TestCtlReadsSnapshotMetadataStreamsWhole(t *testing.T) {
 	delta := h.ctl("metadata-delta", base, target, "--starting-offset", "16384")
 	if blocks, _ := field(delta, "block_metadata").([]any); len(blocks) != 1 || field(blocks[0], "byte_offset") != "16384" {
 		t.Errorf("metadata-delta printed %v", delta)
+	}
+}
+
+// The health commands reach the four health RPCs: healthy volumes carry no
+// entry, and a dataset destroyed behind the driver is reported by both the
+// controller and the node.
+func TestCtlReportsHealth(t *testing.T) {
+	h := newCtlHarness(t)
+	volumeID, _ := field(h.ctl("create-volume", "pvc-h", "--size", "1G"), "volume", "volume_id").(string)
+	if statuses := field(h.ctl("volume-health", volumeID), "volume_health", "health_statuses"); statuses != nil {
+		t.Errorf("volume-health of a healthy volume printed %v", statuses)
+	}
+	if entries := field(h.ctl("list-volume-health"), "entries"); entries != nil {
+		t.Errorf("list-volume-health of healthy volumes printed %v", entries)
+	}
+	if _, ok := h.ctl("storage-health")["backend_health"]; ok {
+		t.Errorf("storage-health of a healthy pool printed entries")
+	}
+	h.fixture.Fake.SetPoolHealth("tank", "DEGRADED")
+	if entries, _ := field(h.ctl("list-volume-health"), "entries").([]any); len(entries) != 1 || field(entries[0], "volume_id") != volumeID {
+		t.Errorf("list-volume-health on a degraded pool printed %v", entries)
+	}
+	if backends, _ := h.ctl("storage-health")["backend_health"].([]any); len(backends) == 0 {
+		t.Errorf("storage-health of a degraded pool printed no entry")
+	}
+	h.fixture.Fake.SetPoolHealth("tank", "ONLINE")
+	if err := h.fixture.Fake.Destroy(context.Background(), "tank/csi/pvc-h", zfs.DestroyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"volume-health", volumeID}, {"node-volume-health", volumeID, "--staging-path", t.TempDir()}} {
+		statuses, _ := field(h.ctl(args...), "volume_health", "health_statuses").([]any)
+		if len(statuses) == 0 || field(statuses[0], "reason") != "DatasetMissing" {
+			t.Errorf("%s after the dataset was destroyed printed %v", args[0], statuses)
+		}
 	}
 }
