@@ -75,16 +75,20 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		return nil, err
 	}
 	defer release()
+	// Members are named "<group>/<dataset>": the index names the snapshots
+	// that may belong to a group of this name elsewhere, so the program reads
+	// those instead of every volume's (before the first listing it must).
+	others, indexed := s.snapshots.withPrefix(req.GetName() + "/")
 	var parents []string
 	for _, parent := range s.cfg.ParentDatasets {
-		if zfs.PoolOf(parent) == pool {
+		if zfs.PoolOf(parent) == pool && !indexed {
 			parents = append(parents, parent)
 		}
 	}
 	snapshot := s.namer.SnapshotComponent(req.GetName())
 	result, err := s.zfs.SnapshotGroup(ctx, zfs.GroupSnapshotRequest{Datasets: datasets, Snapshot: snapshot,
 		Guard: s.owner.VolumeGuard(), Group: s.props.Group, Name: req.GetName(), Named: s.props.SnapshotName,
-		SizeProperty: s.props.Size, Parents: parents})
+		SizeProperty: s.props.Size, Others: others, Parents: parents})
 	switch {
 	case errors.Is(err, zfs.ErrUnsupported):
 		return nil, status.Errorf(codes.FailedPrecondition,
@@ -104,7 +108,8 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		return nil, status.Errorf(codes.AlreadyExists, "group snapshot %q already exists, of other volumes (%s)", req.GetName(), result.At)
 	}
 	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: driver.GroupSnapshotID(s.cfg.NodeID, pool, snapshot), ReadyToUse: true}
-	for _, member := range result.Members {
+	for i, member := range result.Members {
+		s.snapshots.add(req.GetName()+"/"+datasets[i], member.Name)
 		rendered := s.csiSnapshot(member)
 		rendered.GroupSnapshotId = group.GroupSnapshotId
 		group.Snapshots = append(group.Snapshots, rendered)

@@ -223,3 +223,30 @@ func TestGroupSnapshotsOnZFSBefore22AreNotOfferedAndRefused(t *testing.T) {
 		t.Errorf("asked ZFS again: %v", h.fake.Calls())
 	}
 }
+
+// Once the snapshot index is complete, the group program reads only the
+// snapshots it names, not every volume's: a group's members must be in it
+// from the moment they are made, or a group of the same name on a subset of
+// the volumes would pass for the whole one.
+func TestGroupSnapshotNamesAreIndexed(t *testing.T) {
+	h := newHarness(t)
+	unrelated := h.create(createRequest("unrelated", 1<<30, mountCapability(""))).GetVolumeId()
+	if _, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "first", SourceVolumeId: unrelated}); err != nil {
+		t.Fatal(err) // the first CreateSnapshot lists: the index is complete after it
+	}
+	if _, ready := h.server.snapshots.lookup("first"); !ready {
+		t.Fatal("the index is not complete after the first CreateSnapshot")
+	}
+	volumes, _ := h.groupOfThree()
+	for i, subset := range [][]string{volumes[:2], volumes[1:]} {
+		if i == 1 { // a later listing (the reaper's) refreshes the index: it keeps the members
+			if _, err := h.server.listParents(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := h.server.Group().CreateVolumeGroupSnapshot(context.Background(), &csi.CreateVolumeGroupSnapshotRequest{Name: "g", SourceVolumeIds: subset})
+		if code(err) != codes.AlreadyExists {
+			t.Errorf("group g again on %v: got %v, want AlreadyExists", subset, err)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -36,6 +38,21 @@ func (x *snapshotIndex) lookup(name string) (string, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.byName[name], x.ready
+}
+
+// withPrefix returns the snapshots known to carry a name that starts with
+// prefix, and false when no full listing came in yet.
+func (x *snapshotIndex) withPrefix(prefix string) ([]string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var snapshots []string
+	for name, snapshot := range x.byName {
+		if strings.HasPrefix(name, prefix) {
+			snapshots = append(snapshots, snapshot)
+		}
+	}
+	sort.Strings(snapshots)
+	return snapshots, x.ready
 }
 
 // refresh replaces the index with a full listing that began at listedFrom,

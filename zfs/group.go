@@ -33,8 +33,13 @@ type GroupSnapshotRequest struct {
 	// SizeProperty, when set, is a user property each member gets with its
 	// dataset's size in the same transaction (volsize or refquota).
 	SizeProperty string
-	// Parents are searched for members of a group of this Name on datasets
-	// outside Datasets (the name is then Taken).
+	// Others are snapshots that may be members of a group of this Name on
+	// datasets outside Datasets (the name is then Taken): the caller's
+	// index of snapshot names. Only they are read.
+	Others []string
+	// Parents, when the caller has no index yet, are searched instead: every
+	// child's snapshot of this name is read (the cost grows with the
+	// number of volumes).
 	Parents []string
 }
 
@@ -55,7 +60,7 @@ type GroupSnapshotResult struct {
 }
 
 // groupSnapshotProgram: argv = snapshot, owned, excluded, group, name,
-// named, sizeprop, datasets…, "--", parents….
+// named, sizeprop, datasets…, "--", parents…, "--", others….
 //
 // A signal can end a program between two sync calls, keeping what they did
 // (program.go): an earlier run may have left some members, with or without
@@ -68,10 +73,12 @@ const groupSnapshotProgram = `
 local argv = (...)["argv"]
 if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
 local snapname, owned, excluded, group, name, named, sizeprop = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]
-local datasets, parents, i = {}, {}, 8
+local datasets, parents, others, i = {}, {}, {}, 8
 local requested = {}
 while argv[i] ~= nil and argv[i] ~= "--" do datasets[#datasets + 1] = argv[i]; requested[argv[i]] = true; i = i + 1 end
-for k = i + 1, #argv do parents[#parents + 1] = argv[k] end
+i = i + 1
+while argv[i] ~= nil and argv[i] ~= "--" do parents[#parents + 1] = argv[i]; i = i + 1 end
+for k = i + 1, #argv do others[#others + 1] = argv[k] end
 for _, dataset in ipairs(datasets) do
 	if not zfs.exists(dataset) then return {outcome = "absent", at = dataset} end
 	if zfs.get_prop(dataset, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(dataset, excluded) ~= nil) then
@@ -86,6 +93,12 @@ for _, parent in ipairs(parents) do
 				return {outcome = "taken", at = snapshot}
 			end
 		end
+	end
+end
+for _, other in ipairs(others) do
+	local at = string.find(other, "@", 1, true)
+	if at ~= nil and not requested[string.sub(other, 1, at - 1)] and zfs.exists(other) and zfs.get_prop(other, group) == name then
+		return {outcome = "taken", at = other}
 	end
 end
 local whole, leftovers, missing, member = 0, 0, 0, nil
@@ -184,7 +197,7 @@ func (e *Exec) SnapshotGroup(ctx context.Context, req GroupSnapshotRequest) (Gro
 		return GroupSnapshotResult{}, err
 	}
 	args := slices.Concat([]string{req.Snapshot, req.Guard.Owned, req.Guard.Excluded, req.Group, req.Name, req.Named, req.SizeProperty},
-		req.Datasets, []string{"--"}, req.Parents)
+		req.Datasets, []string{"--"}, req.Parents, []string{"--"}, req.Others)
 	for range 2 {
 		result, err := e.program(ctx, "group-snapshot", groupSnapshotProgram, pool, args...)
 		if err != nil {

@@ -14,13 +14,14 @@ func TestSnapshotGroupRunsOneChannelProgramAndReadsEveryMember(t *testing.T) {
 		"tank/csi/a": {"referenced": 4096, "creation": 1700000000, "createtxg": 77, "type": "filesystem", "refquota": 1048576, "size": "1048576"},
 		"tank/csi/b": {"referenced": 8192, "creation": 1700000000, "createtxg": 77, "type": "volume", "volsize": 2097152, "volblocksize": 16384, "size": "2097152"}}}}`)
 	req := GroupSnapshotRequest{Datasets: []string{"tank/csi/a", "tank/csi/b"}, Snapshot: "g", Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"},
-		Group: "x:group", Name: "group-1", Named: "x:snapshot-name", SizeProperty: "x:size", Parents: []string{"tank/csi"}}
+		Group: "x:group", Name: "group-1", Named: "x:snapshot-name", SizeProperty: "x:size", Parents: []string{"tank/csi"},
+		Others: []string{"tank/csi/c@g"}}
 	result, err := NewExec(ExecConfig{}).SnapshotGroup(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"program", "-j", "--", "tank", "-", "g", "x:managed", "x:deleted", "x:group", "group-1", "x:snapshot-name", "x:size",
-		"tank/csi/a", "tank/csi/b", "--", "tank/csi"}
+		"tank/csi/a", "tank/csi/b", "--", "tank/csi", "--", "tank/csi/c@g"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
 		t.Errorf("argv %q, want %q", got, want)
 	}

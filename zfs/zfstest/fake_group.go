@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -45,6 +46,12 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 			if parentOf(child) == parent && !requested[child] && ok && snapshot.props[req.Group] == req.Name {
 				return zfs.GroupSnapshotResult{Outcome: zfs.Taken, At: snapshot.name}, nil
 			}
+		}
+	}
+	for _, other := range req.Others {
+		dataset, _, _ := strings.Cut(other, "@")
+		if snapshot, ok := f.datasets[other]; ok && !requested[dataset] && snapshot.props[req.Group] == req.Name {
+			return zfs.GroupSnapshotResult{Outcome: zfs.Taken, At: other}, nil
 		}
 	}
 	whole, leftovers, missing, member := 0, 0, 0, ""

@@ -131,6 +131,46 @@ func groupCases() []GuardedCase {
 			}
 			return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, root+"/a@g1")), nil
 		}},
+		{"a group name on other datasets is taken when Others names one, without Parents", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			other := req
+			other.Datasets = req.Datasets[:1]
+			if _, err := p.SnapshotGroup(ctx, other); err != nil {
+				return "", err
+			}
+			req.Datasets, req.Parents = req.Datasets[1:], nil
+			req.Others = []string{root + "/b@g1", root + "/a@g1"} // b's is requested: skipped; a's is the group's
+			var result zfs.GroupSnapshotResult
+			problem, err := unchanged(ctx, p, root, func() (err error) {
+				result, err = p.SnapshotGroup(ctx, req)
+				return err
+			})
+			if problem != "" || err != nil {
+				return problem, err
+			}
+			return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, root+"/a@g1")), nil
+		}},
+		{"Others that are gone or of another group are no obstacle", func(ctx context.Context, p Pool, root string) (string, error) {
+			if err := groupMembers(ctx, p, root); err != nil {
+				return "", err
+			}
+			req := groupRequest(root)
+			other := req
+			other.Datasets, other.Name = req.Datasets[:1], "group-2"
+			if _, err := p.SnapshotGroup(ctx, other); err != nil {
+				return "", err
+			}
+			req.Datasets, req.Parents = req.Datasets[1:], nil
+			req.Others = []string{root + "/a@g1", root + "/gone@g1"}
+			result, err := p.SnapshotGroup(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			return want("outcome", result.Outcome, zfs.Done), nil
+		}},
 		{"a group name used on fewer of the datasets is taken, and that group is kept", func(ctx context.Context, p Pool, root string) (string, error) {
 			if err := groupMembers(ctx, p, root); err != nil {
 				return "", err
