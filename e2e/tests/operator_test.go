@@ -135,7 +135,15 @@ func TestOperatorMetricsAfterACreateSnapshotDeleteCycle(t *testing.T) {
 	if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: held.GetVolumeId()}); err != nil {
 		t.Fatal(err)
 	}
-	samples := scrapeSamples(t, address)
+	// A scrape waits at most 5 s for the read of pools and volumes it starts;
+	// on a loaded guest the first may come back without them.
+	var samples map[string]string
+	eventually(t, time.Minute, func() string {
+		if samples = scrapeSamples(t, address); samples["zfs_csi_zfs_up"] == "" {
+			return "no pool and volume metrics yet"
+		}
+		return ""
+	})
 	var shown []string
 	for series, value := range samples {
 		if strings.HasPrefix(series, "zfs_csi_") && !strings.Contains(series, "_bucket{") && !strings.Contains(series, "_sum") {
