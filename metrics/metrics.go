@@ -10,8 +10,10 @@
 package metrics
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -86,6 +88,7 @@ type Volume struct {
 // Metrics holds the registry and the instruments the daemon feeds.
 type Metrics struct {
 	registry        *prometheus.Registry
+	state           *stateCollector // nil without Config.Read
 	rpcDuration     *prometheus.HistogramVec
 	commandDuration *prometheus.HistogramVec
 }
@@ -126,7 +129,7 @@ func New(cfg Config) *Metrics {
 	buildInfo.Set(1)
 	m.registry.MustRegister(m.rpcDuration, m.commandDuration, buildInfo)
 	if cfg.Read != nil {
-		m.registry.MustRegister(newStateCollector(cfg))
+		m.state = newStateCollector(cfg)
 	}
 	if !cfg.WithoutProcessMetrics {
 		m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -190,15 +193,58 @@ func CommandResult(err error) string {
 	return "error"
 }
 
-// Handler serves the exposition at /metrics.
+// Handler serves the exposition at /metrics, in the text format: the
+// registry's instruments, then the pool and volume series written straight
+// from the state (stateCollector), gzipped when the scraper accepts it.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	registry := promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		// The registry's handler writes the text format, uncompressed, to
+		// the body this handler owns, so that the state's series can follow.
+		inner := r.Clone(r.Context())
+		inner.Header.Set("Accept", "text/plain;version=0.0.4")
+		inner.Header.Del("Accept-Encoding")
+		body := io.Writer(w)
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			compressed := gzip.NewWriter(w)
+			defer compressed.Close()
+			body = compressed
+		}
+		page := &pageWriter{ResponseWriter: w, body: body}
+		registry.ServeHTTP(page, inner)
+		if page.status != http.StatusOK || m.state == nil {
+			return
+		}
+		if err := m.state.write(body); err != nil {
+			m.state.log.Debug().Err(err).Msg("metrics: writing the page")
+		}
+	})
 	return mux
 }
 
+// pageWriter passes the registry handler's headers on and takes its body.
+type pageWriter struct {
+	http.ResponseWriter
+	body   io.Writer
+	status int
+}
+
+func (p *pageWriter) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+		p.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (p *pageWriter) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return p.body.Write(b)
+}
+
 // Registry is where the instruments are registered, for tests and for
-// adding collectors.
+// adding collectors. The pool and volume series are not in it.
 func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 
 // ListenAddress completes an operator's address: a bare port ("9100") or an
