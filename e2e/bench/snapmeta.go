@@ -14,11 +14,9 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
-// metadataVolume is section 8's zvol, and the share of it that changes.
-const (
-	metadataVolume  = 1 << 30
-	metadataChanged = metadataVolume / 10
-)
+// metadataVolume is section 8's zvol; a tenth of it changes: 1 MiB in
+// every 10 MiB.
+const metadataVolume = 1 << 30
 
 // snapshotMetadata is section 8, on a daemon of its own (parent
 // <pool>/bench/meta): GetMetadataDelta of a 1 GiB zvol with 10 % changed
@@ -53,33 +51,37 @@ func (b *bench) snapshotMetadata(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rewritten := uint64(0)
 	for offset := uint64(0); offset < metadataVolume; offset += 10 << 20 {
 		if err := ddWrite(ctx, device, offset>>20, 1); err != nil {
 			return err
 		}
+		rewritten += 1 << 20
 	}
 	target, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "meta-target", SourceVolumeId: volume.GetVolumeId()})
 	if err != nil {
 		return err
 	}
 	client := csi.NewSnapshotMetadataClient(d.conn)
-	written, err := measureDelta(ctx, d, client, device, base.GetSnapshot().GetSnapshotId(), target.GetSnapshot().GetSnapshotId())
+	written, err := measureDelta(ctx, d, client, device, base.GetSnapshot().GetSnapshotId(), target.GetSnapshot().GetSnapshotId(), rewritten)
 	if err != nil {
 		return err
 	}
 	// Then 100 MiB discarded in 1 MiB pieces between the written ones: the
 	// stream frees them, so the delta also reads what the base held (a
 	// second send, of the whole base).
+	discarded := uint64(0)
 	for offset := uint64(5 << 20); offset < metadataVolume; offset += 10 << 20 {
 		if _, _, err := run(ctx, "blkdiscard", "-o", fmt.Sprint(offset), "-l", fmt.Sprint(1<<20), device); err != nil {
 			return err
 		}
+		discarded += 1 << 20
 	}
-	discarded, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "meta-discarded", SourceVolumeId: volume.GetVolumeId()})
+	third, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "meta-discarded", SourceVolumeId: volume.GetVolumeId()})
 	if err != nil {
 		return err
 	}
-	freed, err := measureDelta(ctx, d, client, device, target.GetSnapshot().GetSnapshotId(), discarded.GetSnapshot().GetSnapshotId())
+	freed, err := measureDelta(ctx, d, client, device, target.GetSnapshot().GetSnapshotId(), third.GetSnapshot().GetSnapshotId(), discarded)
 	if err != nil {
 		return err
 	}
@@ -102,9 +104,8 @@ type deltaCosts struct {
 }
 
 // measureDelta measures GetMetadataDelta from base to target against dd of
-// the device, and checks that the delta is the tenth of the volume that
-// changed.
-func measureDelta(ctx context.Context, d *daemon, client csi.SnapshotMetadataClient, device, base, target string) (deltaCosts, error) {
+// the device, and checks that the delta is exactly the changed bytes.
+func measureDelta(ctx context.Context, d *daemon, client csi.SnapshotMetadataClient, device, base, target string, changed uint64) (deltaCosts, error) {
 	var c deltaCosts
 	for i := range 3 {
 		err := interleave(i, d,
@@ -149,8 +150,8 @@ func measureDelta(ctx context.Context, d *daemon, client csi.SnapshotMetadataCli
 			return c, fmt.Errorf("snapshot metadata, round %d: %w", i, err)
 		}
 	}
-	if c.changed < metadataChanged || c.changed > metadataChanged+metadataChanged/10 {
-		return c, fmt.Errorf("GetMetadataDelta reported %d changed bytes, want about %d", c.changed, metadataChanged)
+	if c.changed != changed {
+		return c, fmt.Errorf("GetMetadataDelta reported %d changed bytes, want exactly %d", c.changed, changed)
 	}
 	return c, nil
 }
