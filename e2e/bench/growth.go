@@ -206,12 +206,7 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 		if err != nil {
 			return err
 		}
-		d.quiesce()
-		after, err := loggedCommands(logPath)
-		if err != nil {
-			return err
-		}
-		bare, err := replay(ctx, after[len(before):])
+		bare, err := replaySince(ctx, d, logPath, len(before))
 		if err != nil {
 			return err
 		}
@@ -346,6 +341,17 @@ func listingLimit(level int) time.Duration {
 	return callLimit + time.Duration(level)*60*time.Millisecond
 }
 
+// replaySince waits until the daemon runs nothing, then replays the zfs
+// commands it logged after the first seen ones.
+func replaySince(ctx context.Context, d *daemon, logPath string, seen int) (time.Duration, error) {
+	d.quiesce()
+	logged, err := loggedCommands(logPath)
+	if err != nil {
+		return 0, err
+	}
+	return replay(ctx, logged[seen:])
+}
+
 // replay runs commands one after another and returns the time they took.
 func replay(ctx context.Context, commands [][]string) (time.Duration, error) {
 	var total time.Duration
@@ -400,12 +406,7 @@ func (b *bench) measureMetricsRead(ctx context.Context, d *daemon, logPath, url 
 		return err
 	}
 	c.served = append(c.served, served)
-	d.quiesce()
-	after, err := loggedCommands(logPath)
-	if err != nil {
-		return err
-	}
-	bare, err := replay(ctx, after[len(before):])
+	bare, err := replaySince(ctx, d, logPath, len(before))
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,20 @@ func groupRequest(root string) zfs.GroupSnapshotRequest {
 		Group: group, Name: "group-1", Named: named, SizeProperty: size, Parents: []string{root}}
 }
 
+// takenBy runs req, which must find its name Taken at snapshot and change
+// nothing.
+func takenBy(ctx context.Context, p Pool, root string, req zfs.GroupSnapshotRequest, snapshot string) (string, error) {
+	var result zfs.GroupSnapshotResult
+	problem, err := unchanged(ctx, p, root, func() (err error) {
+		result, err = p.SnapshotGroup(ctx, req)
+		return err
+	})
+	if problem != "" || err != nil {
+		return problem, err
+	}
+	return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, snapshot)), nil
+}
+
 // groupMembers makes the owned members of groupRequest.
 func groupMembers(ctx context.Context, p Pool, root string) error {
 	for _, member := range []struct {
@@ -121,15 +135,7 @@ func groupCases() []GuardedCase {
 				return "", err
 			}
 			req.Datasets = req.Datasets[1:]
-			var result zfs.GroupSnapshotResult
-			problem, err := unchanged(ctx, p, root, func() (err error) {
-				result, err = p.SnapshotGroup(ctx, req)
-				return err
-			})
-			if problem != "" || err != nil {
-				return problem, err
-			}
-			return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, root+"/a@g1")), nil
+			return takenBy(ctx, p, root, req, root+"/a@g1")
 		}},
 		{"a group name on other datasets is taken when Others names one, without Parents", func(ctx context.Context, p Pool, root string) (string, error) {
 			if err := groupMembers(ctx, p, root); err != nil {
@@ -143,15 +149,7 @@ func groupCases() []GuardedCase {
 			}
 			req.Datasets, req.Parents = req.Datasets[1:], nil
 			req.Others = []string{root + "/b@g1", root + "/a@g1"} // b's is requested: skipped; a's is the group's
-			var result zfs.GroupSnapshotResult
-			problem, err := unchanged(ctx, p, root, func() (err error) {
-				result, err = p.SnapshotGroup(ctx, req)
-				return err
-			})
-			if problem != "" || err != nil {
-				return problem, err
-			}
-			return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, root+"/a@g1")), nil
+			return takenBy(ctx, p, root, req, root+"/a@g1")
 		}},
 		{"Others that are gone or of another group are no obstacle", func(ctx context.Context, p Pool, root string) (string, error) {
 			if err := groupMembers(ctx, p, root); err != nil {
