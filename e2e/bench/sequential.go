@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ func (b *bench) sequential(ctx context.Context) error {
 	defer d.stop()
 	logPath := filepath.Join(cfg.dir, "driver.log")
 	n := b.cfg.n
+	if err := b.roomFor(ctx, n); err != nil {
+		return err
+	}
 	datasets, snapshots, clones := make([]*csi.Volume, n), make([]*csi.Snapshot, n), make([]*csi.Volume, n)
 	bareDataset := func(kind string, i int) string { return b.dataset("bare") + fmt.Sprintf("/%s-%d", kind, i) }
 	bareSnapshot := func(i int) string { return bareDataset("fs", i) + "@snap" }
@@ -159,6 +163,37 @@ func (b *bench) sequential(ctx context.Context) error {
 		if err := b.zfs(ctx, []string{"destroy", "-r", name}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// sequentialReserve is what section 1 holds reserved in the pool at its
+// peak with n rounds: per round on each side a 1 GiB dataset, zvol and clone
+// (a zvol's refreservation also covers its metadata: a tenth more bounds it),
+// and each side's volume with the deep snapshots.
+func sequentialReserve(n int) uint64 {
+	perRound := uint64(gib) + uint64(gib)*11/10 + uint64(gib)
+	return 2 * (uint64(n)*perRound + gib)
+}
+
+// roomFor refuses, before any work, n rounds the pool has no room for (they
+// would end with "out of space" half way through the section).
+func (b *bench) roomFor(ctx context.Context, n int) error {
+	_, out, err := run(ctx, b.tools.zfs, "get", "-H", "-p", "-o", "value", "available", b.cfg.pool)
+	if err != nil {
+		return err
+	}
+	available, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("available space of %s: %w", b.cfg.pool, err)
+	}
+	return checkRoom(n, available, b.cfg.pool)
+}
+
+func checkRoom(n int, available uint64, pool string) error {
+	if need := sequentialReserve(n); need > available {
+		return fmt.Errorf("-n %d: section 1 reserves up to %.0f GiB (a 1 GiB dataset, zvol and clone per round on each side), "+
+			"and %s has %.0f GiB available: lower -n or raise BENCH_POOL_SIZE", n, float64(need)/gib, pool, float64(available)/gib)
 	}
 	return nil
 }
