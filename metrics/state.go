@@ -91,6 +91,9 @@ func (c *stateCollector) refresh(done chan struct{}) {
 	defer cancel()
 	start := time.Now()
 	state, err := c.read(ctx)
+	// Sorted once here, for every scrape this reading serves.
+	state.Pools = slices.SortedFunc(slices.Values(state.Pools), func(a, b zfs.Pool) int { return strings.Compare(a.Name, b.Name) })
+	state.Volumes = slices.SortedFunc(slices.Values(state.Volumes), func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
 	r := &reading{state: state, err: err, at: time.Now()}
 	r.took = r.at.Sub(start)
 	if err != nil {
@@ -126,7 +129,7 @@ func (c *stateCollector) write(w io.Writer) error {
 	e.family("reaper_backlog_volumes", "Volumes deleted by the CO but still held by their snapshots or clones.")
 	e.sample(float64(state.ReaperBacklog))
 
-	pools := slices.SortedFunc(slices.Values(state.Pools), func(a, b zfs.Pool) int { return strings.Compare(a.Name, b.Name) })
+	pools := state.Pools // sorted by refresh
 	e.family("pool_health", "Pool health as a state set: 1 for the current state.")
 	for _, pool := range pools {
 		states := poolStates
@@ -152,7 +155,7 @@ func (c *stateCollector) write(w io.Writer) error {
 		}
 	}
 
-	volumes := slices.SortedFunc(slices.Values(state.Volumes), func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
+	volumes := state.Volumes // sorted by refresh
 	e.family("volume_info", "Always 1 for each live volume; labelled with what names it.")
 	for _, v := range volumes {
 		e.sample(1, "csi_name", v.CSIName, "kind", v.Kind, "pvc_name", v.PVCName, "pvc_namespace", v.PVCNamespace, "volume_id", v.ID)

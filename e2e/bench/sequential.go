@@ -172,7 +172,7 @@ func (b *bench) sequential(ctx context.Context) error {
 // (a zvol's refreservation also covers its metadata: a tenth more bounds it),
 // and each side's volume with the deep snapshots.
 func sequentialReserve(n int) uint64 {
-	perRound := uint64(gib) + uint64(gib)*11/10 + uint64(gib)
+	const perRound = gib + gib*11/10 + gib
 	return 2 * (uint64(n)*perRound + gib)
 }
 

@@ -16,14 +16,20 @@ func groupRequest(root string) zfs.GroupSnapshotRequest {
 		Group: group, Name: "group-1", Named: named, SizeProperty: size, Parents: []string{root}}
 }
 
-// takenBy runs req, which must find its name Taken at snapshot and change
-// nothing.
-func takenBy(ctx context.Context, p Pool, root string, req zfs.GroupSnapshotRequest, snapshot string) (string, error) {
+// refusedGroup runs req, which must change nothing, and returns its result.
+func refusedGroup(ctx context.Context, p Pool, root string, req zfs.GroupSnapshotRequest) (zfs.GroupSnapshotResult, string, error) {
 	var result zfs.GroupSnapshotResult
 	problem, err := unchanged(ctx, p, root, func() (err error) {
 		result, err = p.SnapshotGroup(ctx, req)
 		return err
 	})
+	return result, problem, err
+}
+
+// takenBy runs req, which must find its name Taken at snapshot and change
+// nothing.
+func takenBy(ctx context.Context, p Pool, root string, req zfs.GroupSnapshotRequest, snapshot string) (string, error) {
+	result, problem, err := refusedGroup(ctx, p, root, req)
 	if problem != "" || err != nil {
 		return problem, err
 	}
@@ -179,11 +185,7 @@ func groupCases() []GuardedCase {
 			if _, err := p.SnapshotGroup(ctx, smaller); err != nil {
 				return "", err
 			}
-			var result zfs.GroupSnapshotResult
-			problem, err := unchanged(ctx, p, root, func() (err error) {
-				result, err = p.SnapshotGroup(ctx, req)
-				return err
-			})
+			result, problem, err := refusedGroup(ctx, p, root, req)
 			if problem != "" || err != nil {
 				return problem, err
 			}
