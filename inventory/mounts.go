@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/zfs-csi/zfs-csi/node"
@@ -21,7 +22,7 @@ type Host struct {
 
 // DefaultCODirs are kubelet's root directory and Nomad's default client data
 // directory.
-func DefaultCODirs() []string { return []string{"/var/lib/kubelet", "/opt/nomad/data"} }
+func DefaultCODirs() []string { return slices.Clone(node.DefaultPathRoots) }
 
 func (h Host) mountInfoPath() string {
 	if h.MountInfo == "" {

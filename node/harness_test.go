@@ -22,14 +22,16 @@ import (
 
 // harness is a node on a fake host with a fake ZFS holding tank/csi.
 type harness struct {
-	t      *testing.T
-	zfs    *zfstest.Fake
-	host   *nodetest.FakeMounter
-	server *node.Server
-	cfg    driver.Config
-	opts   node.Options
-	props  driver.UserProps
-	dir    string
+	t    *testing.T
+	zfs  *zfstest.Fake
+	host *nodetest.FakeMounter
+	// mounter is what the server acts through: host, or the kernel's.
+	mounter node.Mounter
+	server  *node.Server
+	cfg     driver.Config
+	opts    node.Options
+	props   driver.UserProps
+	dir     string
 }
 
 const testNode = "node-1"
@@ -43,10 +45,18 @@ func newHarness(t *testing.T) *harness {
 	}
 	host := nodetest.NewFakeMounter()
 	host.Datasets = fake.Exists
-	opts := node.Options{MaxVolumesPerNode: 7, DeviceTimeout: 50 * time.Millisecond}
+	dir := t.TempDir()
+	opts := node.Options{MaxVolumesPerNode: 7, DeviceTimeout: 50 * time.Millisecond, PathRoots: []string{dir}}
 	server := node.New(cfg, fake, host, zerolog.Nop(), opts)
-	return &harness{t: t, zfs: fake, host: host, server: server, cfg: cfg, opts: opts,
-		props: driver.NewUserProps(cfg.DriverName), dir: t.TempDir()}
+	return &harness{t: t, zfs: fake, host: host, mounter: host, server: server, cfg: cfg, opts: opts,
+		props: driver.NewUserProps(cfg.DriverName), dir: dir}
+}
+
+// allowPaths restarts the node with these path roots instead of the test's
+// directory.
+func (h *harness) allowPaths(roots ...string) {
+	h.opts.PathRoots = roots
+	h.server = node.New(h.cfg, h.zfs, h.mounter, zerolog.Nop(), h.opts)
 }
 
 // testVolume is a volume made as the controller makes it, with the paths a

@@ -74,7 +74,7 @@ func (s *Server) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolume
 		if check.path == "" {
 			continue
 		}
-		path, err := hostPath(check.field, check.path)
+		path, err := s.hostPath(check.field, check.path)
 		if err != nil {
 			return nil, err
 		}

@@ -62,15 +62,33 @@ func (h *hostMounter) Mount(source, target, fsType string, flags, data []string)
 	}
 	h.log.Debug().Str("source", source).Str("target", target).Str("fstype", fsType).
 		Strs("flags", flags).Strs("data", data).Msg("mount")
-	if err := unix.Mount(source, target, fsType, bits, strings.Join(data, ",")); err != nil {
+	err = pinned(target, func(target string) error {
+		return unix.Mount(source, target, fsType, bits, strings.Join(data, ","))
+	})
+	if err != nil {
 		return &os.PathError{Op: "mount " + fsType + " " + source + " on", Path: target, Err: err}
 	}
 	return nil
 }
 
+// pinned runs fn with path opened without following a symbolic link
+// anywhere along it (openBeneath) and named as that open file: mount(2)
+// then acts on what was checked, not on what the path names by then.
+func pinned(path string, fn func(pinned string) error) error {
+	fd, err := openBeneath(path, unix.O_PATH)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return fn(procPath(fd))
+}
+
 func (h *hostMounter) Bind(source, target string) error {
 	h.log.Debug().Str("source", source).Str("target", target).Msg("bind mount")
-	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+	err := pinned(source, func(source string) error {
+		return pinned(target, func(target string) error { return unix.Mount(source, target, "", unix.MS_BIND, "") })
+	})
+	if err != nil {
 		return &os.PathError{Op: "bind mount " + source + " on", Path: target, Err: err}
 	}
 	return nil
@@ -82,7 +100,8 @@ func (h *hostMounter) RemountBind(target string, flags []string) error {
 		return err
 	}
 	h.log.Debug().Str("target", target).Strs("flags", flags).Msg("remount bind")
-	if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|bits, ""); err != nil {
+	err = pinned(target, func(target string) error { return unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|bits, "") })
+	if err != nil {
 		return &os.PathError{Op: "remount bind", Path: target, Err: err}
 	}
 	return nil
@@ -90,7 +109,13 @@ func (h *hostMounter) RemountBind(target string, flags []string) error {
 
 func (h *hostMounter) Unmount(target string) error {
 	h.log.Debug().Str("target", target).Msg("unmount")
-	if err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW); err != nil {
+	// The mount point itself is not opened: an open file on it keeps the
+	// mount busy. Its parent is, and the last component is looked up from
+	// there without following a link.
+	err := inParent(target, func(parent int, name string) error {
+		return unix.Unmount(procPath(parent)+"/"+name, unix.UMOUNT_NOFOLLOW)
+	})
+	if err != nil {
 		return &os.PathError{Op: "unmount", Path: target, Err: err}
 	}
 	return nil

@@ -80,7 +80,8 @@ func (m tmpfsDatasets) Mounts() ([]node.MountInfo, error) {
 func newKernelHarness(t *testing.T) *harness {
 	t.Helper()
 	h := newHarness(t)
-	h.server = node.New(h.cfg, h.zfs, tmpfsDatasets{node.NewMounter(zerolog.Nop())}, zerolog.Nop(), h.opts)
+	h.mounter = tmpfsDatasets{node.NewMounter(zerolog.Nop())}
+	h.server = node.New(h.cfg, h.zfs, h.mounter, zerolog.Nop(), h.opts)
 	t.Cleanup(func() {
 		for _, path := range h.kernelMountPoints() {
 			_ = unix.Unmount(path, unix.MNT_DETACH)

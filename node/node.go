@@ -42,6 +42,9 @@ type Options struct {
 	// DeviceTimeout bounds the wait for a zvol's /dev/zvol link (udev makes
 	// it asynchronously after the zvol appears); 0 means DefaultDeviceTimeout.
 	DeviceTimeout time.Duration
+	// PathRoots are the directories staging and target paths must lie
+	// below (hostPath); nil means DefaultPathRoots.
+	PathRoots []string
 }
 
 // DefaultDeviceTimeout is how long staging waits for a zvol's device link
@@ -72,6 +75,9 @@ type Server struct {
 func New(cfg driver.Config, z zfs.Interface, mounter Mounter, log zerolog.Logger, opts Options) *Server {
 	if opts.DeviceTimeout <= 0 {
 		opts.DeviceTimeout = DefaultDeviceTimeout
+	}
+	if opts.PathRoots == nil {
+		opts.PathRoots = DefaultPathRoots
 	}
 	return &Server{cfg: cfg, opts: opts, zfs: z, mounter: mounter, log: log,
 		props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), inflight: driver.NewInFlight()}

@@ -2,46 +2,288 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
-// hostPath turns a path from a request (a staging or target path) into the
-// path the kernel shows in the mount table, which is what every comparison
-// with a mount point and every mount call then uses. The kernel shows paths
-// with every symbolic link resolved, and hosts often reach the CO's
-// directory through one (/var/lib/kubelet -> /data/kubelet): comparing the
-// request's spelling with the kernel's would miss the volume's own mounts,
-// stacking a new one on every stage and leaking them on unstage.
+// DefaultPathRoots are the directories staging and target paths may lie
+// under when the operator names none: kubelet's root directory and Nomad's
+// client data directory, where the orchestrators keep their staging and
+// per-workload mount points (ARCHITECTURE.md decision 13).
+var DefaultPathRoots = []string{driver.DefaultKubeletDir, DefaultNomadDataDir}
+
+// DefaultNomadDataDir is the Nomad client's default data_dir in its
+// distribution packages.
+const DefaultNomadDataDir = "/opt/nomad/data"
+
+// hostPath turns a path from a request (a staging, target or volume path)
+// into the path the kernel shows in the mount table, which is what every
+// comparison with a mount point and every host operation then uses.
 //
-// The parent is resolved; the path itself must not be a symbolic link. The
-// driver makes and removes what is at that path (a directory or a file to
-// mount on), and following a link there would mount onto, and unpublish
-// would then delete, something other than what the CO named. Such a path is
-// FAILED_PRECONDITION rather than INVALID_ARGUMENT: the request is well
-// formed, the host holds the wrong thing at the path, and only its operator
-// can remove it.
+// Whoever reaches the socket is untrusted with host paths: the path must lie
+// strictly below one of the configured roots (Options.PathRoots), or the
+// call is refused before anything is mounted, created or removed. A root
+// is the operator's and may be reached through a symbolic link (hosts often
+// have /var/lib/kubelet -> /data/kubelet, and the kernel shows mount points
+// with the link resolved); below the root nothing is followed: a symbolic
+// link anywhere there is FAILED_PRECONDITION rather than INVALID_ARGUMENT,
+// since the request is well formed, the host holds the wrong thing, and only
+// its operator can remove it. The path this returns holds no symbolic link,
+// and every operation on it opens it again refusing links (openBeneath), so
+// a link swapped in after this check fails the operation instead of
+// redirecting it.
 //
-// A parent that does not exist holds no mounts below it: the path is then
-// used as given, which unpublish and unstage answer OK.
-func hostPath(field, path string) (string, error) {
+// A path whose parent does not exist holds no mounts below it: it is used
+// as given (below the resolved root), which unpublish and unstage answer OK.
+func (s *Server) hostPath(field, path string) (string, error) {
 	clean := filepath.Clean(path)
 	if !filepath.IsAbs(clean) {
 		return "", invalid("%s %q is not an absolute path", field, path)
 	}
-	if info, err := os.Lstat(clean); err == nil && info.Mode()&os.ModeSymlink != 0 {
+	root, rest, ok := s.underRoot(clean)
+	if !ok {
+		return "", invalid("%s %s is outside the directories this node serves (%s): the orchestrators' own "+
+			"directories, and those the operator adds with --allow-paths (ZFS_CSI_ALLOW_PATHS)", field, clean, strings.Join(s.opts.PathRoots, ", "))
+	}
+	kernel := filepath.Join(root, rest)
+	fd, err := openBeneath(filepath.Dir(kernel), unix.O_PATH|unix.O_DIRECTORY)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return kernel, nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return "", status.Errorf(codes.FailedPrecondition, "%s %s passes through a symbolic link or a file below %s; the driver "+
+			"does not follow links there (it would mount onto, or delete, something other than the path named): remove it", field, clean, root)
+	case err != nil:
+		return "", err
+	}
+	defer unix.Close(fd)
+	var stat unix.Stat_t
+	err = unix.Fstatat(fd, filepath.Base(kernel), &stat, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil && stat.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return "", status.Errorf(codes.FailedPrecondition, "%s %s is a symbolic link; the driver does not follow it "+
 			"(it would mount onto, or delete, something other than the path named): remove it", field, clean)
 	}
-	parent, err := filepath.EvalSymlinks(filepath.Dir(clean))
-	if errors.Is(err, os.ErrNotExist) {
-		return clean, nil
+	return kernel, nil
+}
+
+// underRoot finds the configured root a clean absolute path lies strictly
+// below, as spelled in the configuration or with its links resolved, and
+// returns the resolved root and the rest of the path.
+func (s *Server) underRoot(clean string) (root, rest string, ok bool) {
+	for _, configured := range s.opts.PathRoots {
+		resolved, err := filepath.EvalSymlinks(configured)
+		if err != nil {
+			continue // a root that does not exist holds nothing
+		}
+		for _, spelling := range []string{configured, resolved} {
+			if rest, ok := strings.CutPrefix(clean, strings.TrimSuffix(spelling, "/")+"/"); ok && rest != "" {
+				return resolved, rest, true
+			}
+		}
 	}
+	return "", "", false
+}
+
+// CheckPathRoots checks the configured roots: absolute, and not the host's root
+// directory, which would confine nothing.
+func CheckPathRoots(roots []string) error {
+	for _, root := range roots {
+		if !filepath.IsAbs(root) || filepath.Clean(root) == "/" {
+			return fmt.Errorf("path root %q must be an absolute directory other than /", root)
+		}
+	}
+	return nil
+}
+
+// openBeneath opens path (absolute, as hostPath returns it) without
+// following a symbolic link anywhere along it: openat2 with
+// RESOLVE_NO_SYMLINKS, or on kernels before 5.6 a walk that opens one
+// component at a time with O_NOFOLLOW. flags are open(2) flags; O_CLOEXEC
+// is added.
+func openBeneath(path string, flags int) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if !errors.Is(err, unix.ENOSYS) {
+		return fd, err
+	}
+	return openByComponents(path, flags)
+}
+
+// openByComponents is openBeneath without openat2: each directory is opened
+// from the one before with O_NOFOLLOW, so a link is met as what it is.
+func openByComponents(path string, flags int) (int, error) {
+	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", err
+		return -1, err
 	}
-	return filepath.Join(parent, filepath.Base(clean)), nil
+	components := strings.Split(strings.Trim(filepath.Clean(path), "/"), "/")
+	for i, component := range components {
+		openFlags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(components)-1 {
+			openFlags = flags | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		}
+		next, err := unix.Openat(dir, component, openFlags, 0)
+		unix.Close(dir)
+		if err != nil {
+			return -1, err
+		}
+		var stat unix.Stat_t
+		if err := unix.Fstat(next, &stat); err != nil || stat.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(next)
+			return -1, errors.Join(err, unix.ELOOP)
+		}
+		dir = next
+	}
+	return dir, nil
+}
+
+// procPath names an open file descriptor as a path the kernel resolves to
+// that very file: what mount(2) is given, so the mount lands on what was
+// opened, whatever happens to the path meanwhile.
+func procPath(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
+
+// inParent runs fn with the parent directory of path opened without
+// following links, and the last component of path.
+func inParent(path string, fn func(parent int, name string) error) error {
+	parent, err := openBeneath(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
+	}
+	defer unix.Close(parent)
+	return fn(parent, filepath.Base(path))
+}
+
+// makeDirs makes the directory path and its missing parents (mode 0750),
+// each made and then opened below the one before without following links.
+func makeDirs(path string) error {
+	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { unix.Close(dir) }()
+	for _, component := range strings.Split(strings.Trim(filepath.Clean(path), "/"), "/") {
+		if err := unix.Mkdirat(dir, component, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
+			return &os.PathError{Op: "mkdir", Path: path, Err: err}
+		}
+		next, err := unix.Openat2(dir, component, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+		if errors.Is(err, unix.ENOSYS) {
+			next, err = unix.Openat(dir, component, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		if err != nil {
+			return &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		unix.Close(dir)
+		dir = next
+	}
+	return nil
+}
+
+// makeMountPoint makes what a mount lands on at path: a directory, or with
+// file an empty file (a device node is bound onto a file). It reports whether
+// it made it. One that exists is kept when it is of that kind and empty:
+// a mount over a directory or a file with something in it would hide it, and
+// the teardown that removes the mount point would then take it with it.
+func makeMountPoint(path string, file bool) (made bool, err error) {
+	err = inParent(path, func(parent int, name string) error {
+		if file {
+			fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			if err == nil {
+				made = true
+				return unix.Close(fd)
+			}
+			if !errors.Is(err, unix.EEXIST) {
+				return &os.PathError{Op: "create", Path: path, Err: err}
+			}
+		} else {
+			err := unix.Mkdirat(parent, name, 0o750)
+			if err == nil {
+				made = true
+				return nil
+			}
+			if !errors.Is(err, unix.EEXIST) {
+				return &os.PathError{Op: "mkdir", Path: path, Err: err}
+			}
+		}
+		kind, empty, err := whatIsAt(parent, name)
+		if err != nil {
+			return err
+		}
+		if wanted := map[bool]string{true: "file", false: "directory"}[file]; kind != wanted || !empty {
+			return status.Errorf(codes.FailedPrecondition, "%s exists and is not an empty %s; the driver mounts only onto one it "+
+				"can remove again without losing anything: remove it, or name another path", path, wanted)
+		}
+		return nil
+	})
+	return made, err
+}
+
+// whatIsAt says what the entry name in the directory parent is ("file",
+// "directory", or another kind), without following a link, and whether it
+// is empty.
+func whatIsAt(parent int, name string) (kind string, empty bool, err error) {
+	var stat unix.Stat_t
+	if err := unix.Fstatat(parent, name, &stat, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "", false, err
+	}
+	switch stat.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "file", stat.Size == 0, nil
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", false, err
+		}
+		dir := os.NewFile(uintptr(fd), name)
+		defer dir.Close()
+		entries, err := dir.Readdirnames(1)
+		if errors.Is(err, io.EOF) {
+			return "directory", true, nil
+		}
+		return "directory", len(entries) == 0, err
+	}
+	return "other", false, nil
+}
+
+// removeMountPoint removes what a mount of the driver's was on, once that
+// mount is gone: an empty directory or an empty file, never anything with
+// something in it (FAILED_PRECONDITION, left alone), never a link or any
+// other kind. Nothing at path is success.
+func removeMountPoint(path string) error {
+	err := inParent(path, func(parent int, name string) error {
+		kind, empty, err := whatIsAt(parent, name)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return nil
+		case err != nil:
+			return err
+		case !empty || (kind != "file" && kind != "directory"):
+			return status.Errorf(codes.FailedPrecondition, "%s is not mounted and not an empty file or directory; it is left alone", path)
+		}
+		flags := 0
+		if kind == "directory" {
+			flags = unix.AT_REMOVEDIR
+		}
+		err = unix.Unlinkat(parent, name, flags)
+		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			return status.Errorf(codes.FailedPrecondition, "%s is not mounted and not empty; it is left alone", path)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "remove", Path: path, Err: err}
+		}
+		return nil
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil // no parent: nothing there
+	}
+	return err
 }

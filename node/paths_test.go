@@ -9,7 +9,8 @@ import (
 )
 
 // symlinkedDir makes a directory reached through a symbolic link, as a host
-// with /var/lib/kubelet -> /data/kubelet has, and returns the link.
+// with /var/lib/kubelet -> /data/kubelet has, makes the link the node's path
+// root (as --kubelet-dir /var/lib/kubelet does), and returns it.
 func (h *harness) symlinkedDir() string {
 	h.t.Helper()
 	real, link := filepath.Join(h.dir, "data"), filepath.Join(h.dir, "kubelet")
@@ -19,6 +20,7 @@ func (h *harness) symlinkedDir() string {
 	if err := os.Symlink(real, link); err != nil {
 		h.t.Fatal(err)
 	}
+	h.allowPaths(link)
 	return link
 }
 

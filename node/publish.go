@@ -2,12 +2,9 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -35,11 +32,11 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if req.GetStagingTargetPath() == "" {
 		return nil, status.Error(codes.FailedPrecondition, "staging_target_path is required: the volume must be staged first")
 	}
-	target, err := hostPath("target_path", req.GetTargetPath())
+	target, err := s.hostPath("target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
-	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	staging, err := s.hostPath("staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -71,14 +68,7 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err := checkOtherPublishes(capability, others, block, options.readOnly()); err != nil {
 		return nil, err
 	}
-	if block {
-		err = createFile(target)
-	} else {
-		err = os.Mkdir(target, 0o750)
-		if errors.Is(err, os.ErrExist) {
-			err = nil
-		}
-	}
+	made, err := makeMountPoint(target, block)
 	if err != nil {
 		return nil, err
 	}
@@ -86,14 +76,17 @@ func (s *Server) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if block {
 		flags = options.set
 	}
-	if err := s.bind(source, target, flags); err != nil {
-		return nil, err
-	}
-	if block {
-		if err := s.setDeviceReadOnly(recognise.Device, options.readOnly()); err != nil {
+	err = s.bind(source, target, flags)
+	if err == nil && block {
+		if err = s.setDeviceReadOnly(recognise.Device, options.readOnly()); err != nil {
 			s.undoPublish(target)
-			return nil, err
 		}
+	}
+	if err != nil {
+		if made {
+			_ = removeMountPoint(target) // what this call made goes with it
+		}
+		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
 }
@@ -252,11 +245,15 @@ func (s *Server) setDeviceReadOnly(device string, readOnly bool) error {
 }
 
 // NodeUnpublishVolume implements csi.NodeServer: it unmounts the volume at
-// the target and removes the directory or file the publish created; nothing
-// mounted is success. A mount of anything else at the target is left alone
-// (FAILED_PRECONDITION), and a target that is not mounted is removed only if
-// empty, so no data is ever deleted. It takes the volume's lock, as publish
-// does. No zfs command runs.
+// the target and removes the empty directory or file the mount was on;
+// nothing mounted is success. A mount of anything else at the target is left
+// alone (FAILED_PRECONDITION). Only a path this call unmounted the volume
+// from is removed, and only when empty: a call that finds none of the
+// volume's mounts there (an unknown or another node's ID, a retry after a
+// reboot) removes nothing, since it cannot tie the path to a mount the
+// driver made (ARCHITECTURE.md decision 13); the CO removes its own leftovers
+// (kubelet does after every unpublish). It takes the volume's lock, as
+// publish does. No zfs command runs.
 func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
 		return nil, err
@@ -266,7 +263,7 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 		return nil, err
 	}
 	defer release()
-	target, err := hostPath("target_path", req.GetTargetPath())
+	target, err := s.hostPath("target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -279,11 +276,10 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 			return nil, err
 		}
 	}
-	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
-		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-			return nil, status.Errorf(codes.FailedPrecondition, "%s is not mounted and not empty; it is left alone", target)
+	if removed != nil {
+		if err := removeMountPoint(target); err != nil {
+			return nil, err
 		}
-		return nil, err
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }

@@ -222,8 +222,10 @@ func TestUnpublish(t *testing.T) {
 		if err := os.Mkdir(v.target, 0o750); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.unpublish(v); err != nil || exists(v.target) {
-			t.Fatalf("an empty leftover target: %v, still there: %v", err, exists(v.target))
+		// Nothing of the volume is mounted there: the driver cannot tie the
+		// directory to a mount it made, so it stays (the CO removes its own).
+		if err := h.unpublish(v); err != nil || !exists(v.target) {
+			t.Fatalf("an empty directory never mounted: %v, removed: %v", err, !exists(v.target))
 		}
 	})
 	t.Run("a target that is not mounted but holds files is left alone", func(t *testing.T) {
@@ -232,7 +234,9 @@ func TestUnpublish(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(v.target, "data"), 0o750); err != nil {
 			t.Fatal(err)
 		}
-		wantCode(t, h.unpublish(v), codes.FailedPrecondition)
+		if err := h.unpublish(v); err != nil {
+			t.Fatal(err)
+		}
 		if !exists(filepath.Join(v.target, "data")) {
 			t.Error("files at the target were deleted")
 		}

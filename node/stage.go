@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -36,7 +34,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		return nil, err
 	}
 	defer release()
-	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	staging, err := s.hostPath("staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +57,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err := s.loadKey(ctx, volume, row, req.GetSecrets()); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(staging, 0o750); err != nil {
+	if err := makeDirs(staging); err != nil {
 		return nil, err
 	}
 	switch {
@@ -125,21 +123,33 @@ func (s *Server) stageBlock(ctx context.Context, volume volumeRef, staging strin
 	if err != nil {
 		return err
 	}
-	file, err := hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	file, err := s.hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
 	if err != nil {
 		return err
 	}
-	if err := createFile(file); err != nil {
+	made, err := makeMountPoint(file, true)
+	if err != nil {
 		return err
 	}
-	return s.mounter.Bind(device, file)
+	if err := s.mounter.Bind(device, file); err != nil {
+		if made {
+			_ = removeMountPoint(file)
+		}
+		return err
+	}
+	return nil
 }
 
 // NodeUnstageVolume implements csi.NodeServer: it unmounts whatever of the
-// volume is mounted at the staging path (and removes the file a raw block
-// volume was bound onto); nothing mounted is success. The staging directory
-// is the CO's and stays. It takes the volume's lock, as stage does. No zfs
-// command runs.
+// volume is mounted at the staging path, and then at the file in it a raw
+// block volume was bound onto (removing that file); nothing mounted is
+// success. The staging directory is the CO's and stays. It takes the
+// volume's lock, as stage does. No zfs command runs.
+//
+// The staging mount goes first, and only then is anything below the staging
+// path looked at: while a filesystem volume is mounted there, staging/zvol
+// is a name in the workload's own files (a link it made must not wedge the
+// teardown, ARCHITECTURE.md decision 13).
 func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err
@@ -149,21 +159,31 @@ func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 		return nil, err
 	}
 	defer release()
-	staging, err := hostPath("staging_target_path", req.GetStagingTargetPath())
+	staging, err := s.hostPath("staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
-	file, err := hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	removed, err := s.unmountAll(recognise, staging)
 	if err != nil {
 		return nil, err
 	}
-	for _, path := range []string{file, staging} {
-		if _, err := s.unmountAll(recognise, path); err != nil {
+	if removed != nil {
+		// A filesystem staging is never also a raw block one: the file is
+		// not looked for.
+		return &csi.NodeUnstageVolumeResponse{}, nil
+	}
+	file, err := s.hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
+	if err != nil {
+		return nil, err
+	}
+	removed, err = s.unmountAll(recognise, file)
+	if err != nil {
+		return nil, err
+	}
+	if removed != nil {
+		if err := removeMountPoint(file); err != nil {
 			return nil, err
 		}
-	}
-	if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
@@ -196,13 +216,3 @@ func (s *Server) unmountAll(recognise VolumeMounts, path string) (*MountInfo, er
 // maxStackedMounts bounds the unmounts of one path: a few mounts stack up
 // when a call is cut off between mount and reply and the CO repeats it.
 const maxStackedMounts = 16
-
-// createFile makes an empty file to bind a device node onto, keeping one
-// that exists.
-func createFile(path string) error {
-	file, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	return file.Close()
-}

@@ -54,7 +54,7 @@ func (s *Server) volumeMountAt(volume volumeRef, path string) (MountInfo, Volume
 		// Nothing is mounted at a relative path.
 		return MountInfo{}, VolumeMounts{}, status.Errorf(codes.NotFound, "volume %q is not at %s: not an absolute path", volume.id, path)
 	}
-	path, err := hostPath("volume_path", path)
+	path, err := s.hostPath("volume_path", path)
 	if err != nil {
 		return MountInfo{}, VolumeMounts{}, err
 	}

@@ -47,7 +47,7 @@ func TestVolumeStats(t *testing.T) {
 		path func(h *harness, v, other *testVolume) string
 	}{
 		{"a path that does not exist", func(h *harness, v, other *testVolume) string { return filepath.Join(h.dir, "nowhere") }},
-		{"a directory where nothing is mounted", func(h *harness, v, other *testVolume) string { return h.dir }},
+		{"a directory where nothing is mounted", func(h *harness, v, other *testVolume) string { return filepath.Dir(v.target) }},
 		{"another volume's target", func(h *harness, v, other *testVolume) string { return other.target }},
 	} {
 		t.Run(test.name+" is NOT_FOUND", func(t *testing.T) {

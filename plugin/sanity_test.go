@@ -28,7 +28,8 @@ func TestSanity(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	plugin, err := New(cfg, fake, fakeHost(fake), log, node.Options{})
+	paths := t.TempDir() // the CO's directory: the node's only path root
+	plugin, err := New(cfg, fake, fakeHost(fake), log, node.Options{PathRoots: []string{paths}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,8 @@ func TestSanity(t *testing.T) {
 	config.TestVolumeSize = 1 << 30
 	config.TestVolumeExpandSize = 2 << 30
 	config.TestVolumeMutableParameters = map[string]string{"zfs.compression": "lz4"}
-	config.TargetPath = filepath.Join(t.TempDir(), "target")
-	config.StagingPath = filepath.Join(t.TempDir(), "staging")
+	config.TargetPath = filepath.Join(paths, "target")
+	config.StagingPath = filepath.Join(paths, "staging")
 	context := sanity.GinkgoTest(&config)
 
 	// One spec is skipped by us (sanitySkip). The suite skips 22 by itself,

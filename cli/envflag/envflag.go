@@ -61,6 +61,21 @@ func (l *List) Set(value string) error {
 	return nil
 }
 
+// OrEnv is the list given on the command line, or when none was the
+// comma-separated values of the environment variable name (blanks dropped).
+func (l *List) OrEnv(name string) []string {
+	if len(*l) > 0 {
+		return *l
+	}
+	var values []string
+	for _, value := range strings.Split(os.Getenv(name), ",") {
+		if value = strings.TrimSpace(value); value != "" {
+			values = append(values, value)
+		}
+	}
+	return values
+}
+
 // DriverConfig registers the flags that say which datasets are the
 // driver's, shared by the daemon and the operator commands; finish completes
 // cfg after parsing (parents from the environment) and validates it.
@@ -71,14 +86,7 @@ func DriverConfig(flags *flag.FlagSet, cfg *driver.Config) (finish func() error)
 	flags.StringVar(&cfg.NodeID, "node-id", String("ZFS_CSI_NODE_ID", hostname), "this node's ID [ZFS_CSI_NODE_ID] (default: the hostname)")
 	flags.Var(parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
 	return func() error {
-		cfg.ParentDatasets = *parents
-		if len(*parents) == 0 {
-			for _, parent := range strings.Split(os.Getenv("ZFS_CSI_PARENT_DATASETS"), ",") {
-				if parent = strings.TrimSpace(parent); parent != "" {
-					cfg.ParentDatasets = append(cfg.ParentDatasets, parent)
-				}
-			}
-		}
+		cfg.ParentDatasets = parents.OrEnv("ZFS_CSI_PARENT_DATASETS")
 		return cfg.Validate()
 	}
 }

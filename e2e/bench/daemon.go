@@ -54,7 +54,7 @@ func startDaemon(ctx context.Context, cfg daemonConfig) (*daemon, error) {
 	socket := filepath.Join(cfg.dir, "csi.sock")
 	os.Remove(socket)
 	args := append([]string{"--endpoint", "unix://" + socket, "--node-id", nodeID, "--parent-dataset", cfg.parent,
-		"--driver-name", driverName}, cfg.extra...)
+		"--driver-name", driverName, "--allow-paths", "/tmp"}, cfg.extra...)
 	cmd := exec.Command(cfg.binary, args...)
 	logName := cfg.logName
 	if logName == "" {

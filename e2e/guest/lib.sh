@@ -52,7 +52,7 @@ start_driver() {
 	mkdir -p "$(dirname "$DRIVER_SOCKET")"
 	rm -f "$DRIVER_SOCKET"
 	"$SHARE/zfs-csi" --endpoint "unix://$DRIVER_SOCKET" --node-id e2e-node \
-		--parent-dataset "$parent" --log-level debug >>"$DRIVER_LOG" 2>&1 &
+		--parent-dataset "$parent" --allow-paths /tmp --log-level debug >>"$DRIVER_LOG" 2>&1 &
 	DRIVER_PID=$!
 	wait_for 30 "the driver socket $DRIVER_SOCKET" driver_ready || {
 		fail "driver did not come up; last log lines:"

@@ -103,7 +103,7 @@ func (d *driverProcess) start(binary string, args []string) {
 		t.Fatal(err)
 	}
 	argv := append([]string{"--endpoint", "unix://" + d.socket, "--node-id", nodeID, "--parent-dataset", d.parent,
-		"--log-level", "debug", "--reap-interval", "2s"}, args...)
+		"--log-level", "debug", "--reap-interval", "2s", "--allow-paths", os.TempDir()}, args...)
 	d.binary, d.args = binary, args
 	d.cmd = exec.Command(binary, argv...)
 	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile

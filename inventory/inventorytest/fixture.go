@@ -63,7 +63,8 @@ func New(t *testing.T) *Fixture {
 // endpoint.
 func (f *Fixture) Serve(mounter node.Mounter) string {
 	f.T.Helper()
-	served, err := plugin.New(f.Config, f.Fake, mounter, zerolog.Nop(), node.Options{})
+	// The tests' staging and target paths are temporary directories.
+	served, err := plugin.New(f.Config, f.Fake, mounter, zerolog.Nop(), node.Options{PathRoots: []string{os.TempDir()}})
 	if err != nil {
 		f.T.Fatal(err)
 	}

@@ -41,6 +41,9 @@ type FakeMounter struct {
 	devices   map[string]*fakeDevice
 	nextNode  int
 	interrupt bool // the next Format is cut off
+	// failRemount makes the next RemountBind fail, as the kernel does for
+	// a flag a filesystem refuses.
+	failRemount bool
 }
 
 type fakeDevice struct {
@@ -136,6 +139,13 @@ func (f *FakeMounter) InterruptNextFormat() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.interrupt = true
+}
+
+// FailNextRemount makes the next RemountBind fail with EPERM.
+func (f *FakeMounter) FailNextRemount() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failRemount = true
 }
 
 // Filesystem reports the filesystem on a device, its size, and how many
@@ -234,10 +244,12 @@ var fakeDataOptions = map[string][]string{
 func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := withoutLinks("mount", target); err != nil {
+		return err
+	}
 	if err := checkDir(target); err != nil {
 		return err
 	}
-	target = kernelPath(target, true)
 	known, ok := fakeDataOptions[fsType]
 	if !ok {
 		return &os.PathError{Op: "mount " + fsType, Path: target, Err: unix.ENODEV}
@@ -341,14 +353,19 @@ func (f *FakeMounter) add(mount node.MountInfo) {
 func (f *FakeMounter) Bind(source, target string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := withoutLinks("bind mount", target); err != nil {
+		return err
+	}
 	if _, err := os.Stat(target); err != nil {
 		return err
 	}
-	source, target = kernelPath(source, true), kernelPath(target, true)
 	if device := f.device(source); device != nil {
 		f.add(node.MountInfo{Root: "/" + filepath.Base(device.node), MountPoint: target, Options: []string{"rw", "nosuid", "relatime"},
 			FSType: "devtmpfs", Source: "udev", SuperOptions: []string{"rw"}})
 		return nil
+	}
+	if err := withoutLinks("bind mount", source); err != nil {
+		return err
 	}
 	if mounted := node.MountAt(f.mounts, source); mounted != nil {
 		bound := *mounted
@@ -368,7 +385,14 @@ func (f *FakeMounter) Bind(source, target string) error {
 func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := node.MountAt(f.mounts, kernelPath(target, true))
+	if err := withoutLinks("remount bind", target); err != nil {
+		return err
+	}
+	if f.failRemount {
+		f.failRemount = false
+		return &os.PathError{Op: "remount bind", Path: target, Err: unix.EPERM}
+	}
+	mount := node.MountAt(f.mounts, target)
 	if mount == nil {
 		return &os.PathError{Op: "remount bind", Path: target, Err: unix.EINVAL}
 	}
@@ -376,12 +400,16 @@ func (f *FakeMounter) RemountBind(target string, flags []string) error {
 	return nil
 }
 
-// Unmount implements Mounter, as umount2(UMOUNT_NOFOLLOW) does: a symbolic
-// link at target itself is not followed.
+// Unmount implements Mounter, as umount2(UMOUNT_NOFOLLOW) from the parent
+// opened without following links does: a symbolic link along the way is
+// refused, and one at target itself is not followed (not a mount point).
 func (f *FakeMounter) Unmount(target string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mount := node.MountAt(f.mounts, kernelPath(target, false))
+	if err := withoutLinks("unmount", filepath.Dir(target)); err != nil {
+		return err
+	}
+	mount := node.MountAt(f.mounts, filepath.Clean(target))
 	if mount == nil {
 		return &os.PathError{Op: "unmount", Path: target, Err: unix.EINVAL}
 	}
@@ -599,6 +627,19 @@ func kernelPath(path string, followLast bool) string {
 		return filepath.Join(parent, filepath.Base(path))
 	}
 	return path
+}
+
+// withoutLinks refuses a path with a symbolic link anywhere along it
+// (ELOOP), as the real mounter does: it opens every path it mounts on, binds
+// from or unmounts with openat2(RESOLVE_NO_SYMLINKS).
+func withoutLinks(op, path string) error {
+	clean := filepath.Clean(path)
+	for prefix := clean; prefix != "/" && prefix != "."; prefix = filepath.Dir(prefix) {
+		if info, err := os.Lstat(prefix); err == nil && info.Mode()&os.ModeSymlink != 0 {
+			return &os.PathError{Op: op, Path: path, Err: unix.ELOOP}
+		}
+	}
+	return nil
 }
 
 func checkDir(path string) error {

@@ -102,6 +102,7 @@ step_install() {
 step_start() {
 	zfs create "$POOL/csi" || return 1
 	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
+	set_option ZFS_CSI_ALLOW_PATHS /tmp # the suite's staging and target paths, and csi-sanity's
 	set_option ZFS_CSI_LOG_LEVEL debug
 	local start=$SECONDS
 	say "systemctl restart $UNIT"

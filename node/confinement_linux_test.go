@@ -1,0 +1,122 @@
+package node_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/node"
+)
+
+// mountsBelow are the kernel's mounts at or below dir, wherever the test
+// harness keeps its own.
+func mountsBelow(t *testing.T, dir string) []string {
+	t.Helper()
+	mounts, err := node.NewMounter(zerolog.Nop()).Mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, mount := range mounts {
+		if mount.MountPoint == dir || strings.HasPrefix(mount.MountPoint, dir+"/") {
+			found = append(found, mount.MountPoint)
+		}
+	}
+	return found
+}
+
+func TestKernelNothingIsMountedOutsideTheRoots(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	h := newKernelHarness(t)
+	outside := h.hostDir()
+	link := filepath.Join(h.dir, "pods")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	v := h.volume("vol", "zfs")
+	v.staging = outside
+	wantCode(t, h.stage(v), codes.InvalidArgument)
+	v.staging = filepath.Join(link, "staging")
+	wantCode(t, h.stage(v), codes.FailedPrecondition)
+	if found := mountsBelow(t, outside); len(found) != 0 {
+		t.Errorf("the kernel lists %q mounted in the host directory", found)
+	}
+	h.wantHostDirIntact(outside)
+}
+
+func TestKernelTheMounterRefusesALinkSwappedInAfterTheCheck(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	h := newKernelHarness(t)
+	outside := h.hostDir()
+	mounter := node.NewMounter(zerolog.Nop())
+	// What hostPath checked was a directory; by the time of the mount it is
+	// a link to the host directory.
+	swapped := filepath.Join(h.dir, "pods")
+	if err := os.Symlink(outside, swapped); err != nil {
+		t.Fatal(err)
+	}
+	source := filepath.Join(h.dir, "source")
+	if err := os.Mkdir(source, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"mount":         mounter.Mount("none", swapped, "tmpfs", nil, nil),
+		"bind onto":     mounter.Bind(source, filepath.Join(swapped, "job")),
+		"bind from":     mounter.Bind(filepath.Join(swapped, "job"), source),
+		"remount":       mounter.RemountBind(swapped, []string{"ro"}),
+		"mount through": mounter.Mount("none", filepath.Join(swapped, "."), "tmpfs", nil, nil),
+	} {
+		if err == nil {
+			t.Errorf("%s through a link succeeded", name)
+		}
+	}
+	if found := mountsBelow(t, outside); len(found) != 0 {
+		t.Errorf("the kernel lists %q mounted in the host directory", found)
+	}
+	// An unmount through a link leaves the mount it would reach.
+	if err := unix.Mount("none", outside, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(outside, unix.MNT_DETACH)
+	nested := filepath.Join(h.dir, "nested")
+	if err := os.Symlink(filepath.Dir(outside), nested); err != nil {
+		t.Fatal(err)
+	}
+	if err := mounter.Unmount(filepath.Join(nested, filepath.Base(outside))); err == nil {
+		t.Error("an unmount through a link succeeded")
+	}
+	if found := mountsBelow(t, outside); len(found) != 1 {
+		t.Errorf("the host directory's own mount is gone: %q", found)
+	}
+}
+
+func TestKernelALinkNamedZvolInAStagedVolumeDoesNotWedgeUnstage(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	h := newKernelHarness(t)
+	v := h.volume("vol", "zfs")
+	if err := h.stage(v); err != nil {
+		t.Fatal(err)
+	}
+	// The workload's own file, in the volume mounted at the staging path.
+	if err := os.Symlink("/etc", filepath.Join(v.staging, node.BlockStagingFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.unstage(v); err != nil {
+		t.Fatalf("unstage: %v", err)
+	}
+	if paths := h.kernelMountPoints(); len(paths) != 0 || exists(filepath.Join(v.staging, node.BlockStagingFile)) {
+		t.Errorf("the kernel lists %q mounted; the link is seen in the host's staging directory: %v", paths,
+			exists(filepath.Join(v.staging, node.BlockStagingFile)))
+	}
+}
