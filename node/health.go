@@ -47,9 +47,9 @@ func (s *Server) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolume
 	row, err := zfs.Get(ctx, s.zfs, volume.dataset, s.props.All())
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
-		entries = append(entries, driver.VolumeHealthEntry(csi.VolumeHealthErrorType_INACCESSIBLE, "DatasetMissing",
-			"its dataset %s does not exist: destroyed outside the driver", volume.dataset))
-		return respond()
+		// The spec's table: a volume that does not exist is NOT_FOUND, not
+		// a health entry (the pool is readable, so ZFS would know it).
+		return nil, volumeNotFound(volume.id, "its dataset does not exist")
 	case err != nil:
 		return nil, err
 	case !s.owner.LiveVolume(row):
@@ -94,10 +94,21 @@ func (s *Server) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolume
 }
 
 // NodeGetStorageHealth implements csi.NodeServer: each pool that holds a
-// parent dataset, as `zpool status` sees it (one command per pool).
+// parent dataset, as `zpool status` sees it (one command per pool). The spec
+// allows one entry per (status, reason): pools in the same condition share
+// one, whose message says it of each.
 func (s *Server) NodeGetStorageHealth(ctx context.Context, _ *csi.NodeGetStorageHealthRequest) (*csi.NodeGetStorageHealthResponse, error) {
 	var pools []string
 	response := &csi.NodeGetStorageHealthResponse{}
+	add := func(entry *csi.NodeGetStorageHealthResponse_StorageBackendHealth) {
+		for _, seen := range response.BackendHealth {
+			if seen.Status == entry.Status && seen.Reason == entry.Reason {
+				seen.Message += "; " + entry.Message
+				return
+			}
+		}
+		response.BackendHealth = append(response.BackendHealth, entry)
+	}
 	for _, parent := range s.cfg.ParentDatasets {
 		pool := zfs.PoolOf(parent)
 		if slices.Contains(pools, pool) {
@@ -108,7 +119,9 @@ func (s *Server) NodeGetStorageHealth(ctx context.Context, _ *csi.NodeGetStorage
 		if err != nil {
 			return nil, err
 		}
-		response.BackendHealth = append(response.BackendHealth, driver.PoolStorageHealth(poolStatus)...)
+		for _, entry := range driver.PoolStorageHealth(poolStatus) {
+			add(entry)
+		}
 	}
 	return response, nil
 }

@@ -3,9 +3,17 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -59,9 +67,8 @@ func TestNodeVolumeHealthSeesMountsDevicesAndThePool(t *testing.T) {
 		if err := h.zfs.Destroy(context.Background(), other.dataset, zfs.DestroyOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if got := h.volumeHealth(other, "", ""); got != "[INACCESSIBLE/DatasetMissing]" {
-			t.Errorf("got %s", got)
-		}
+		_, err := h.server.NodeGetVolumeHealth(context.Background(), &csi.NodeGetVolumeHealthRequest{VolumeId: other.id})
+		wantCode(t, err, codes.NotFound)
 	})
 	t.Run("the pool, and the node's storage", func(t *testing.T) {
 		storage := func() string {
@@ -91,4 +98,26 @@ func TestNodeVolumeHealthSeesMountsDevicesAndThePool(t *testing.T) {
 			t.Errorf("a volume of the suspended pool: %s, calls %v", got, h.zfs.Calls())
 		}
 	})
+}
+
+func TestStorageHealthNamesEachConditionOnce(t *testing.T) {
+	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40, "fast": 1 << 40})
+	for _, parent := range []string{"tank/csi", "fast/csi"} {
+		if err := fake.Create(context.Background(), parent, zfs.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi", "fast/csi"}}
+	server := node.New(cfg, fake, nodetest.NewFakeMounter(), zerolog.Nop(), node.Options{})
+	fake.SetPoolHealth("tank", "DEGRADED")
+	fake.SetPoolHealth("fast", "DEGRADED")
+	response, err := server.NodeGetStorageHealth(context.Background(), &csi.NodeGetStorageHealthRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := response.GetBackendHealth()
+	if len(backends) != 1 || backends[0].GetReason() != "PoolDegraded" ||
+		!strings.Contains(backends[0].GetMessage(), "pool tank") || !strings.Contains(backends[0].GetMessage(), "pool fast") {
+		t.Fatalf("two degraded pools: %v, want one PoolDegraded entry naming both", backends)
+	}
 }
