@@ -42,13 +42,15 @@ func (e *CommandError) Unwrap() error { return e.Kind }
 // exist", "must be " and "invalid". Sources are in openzfs/zfs:
 // lib/libzfs/libzfs_util.c (zfs_standard_error, libzfs_error_description),
 // lib/libzfs/libzfs_dataset.c (check_parents, zfs_create, zfs_clone,
-// zfs_valid_proplist), lib/libzfs/libzfs_sendrecv.c (zfs_receive_one) and
-// cmd/zfs/zfs_main.c (zfs_do_destroy).
+// zfs_valid_proplist), lib/libzfs/libzfs_sendrecv.c (zfs_receive_one),
+// lib/libzfs/libzfs_crypto.c (zfs_crypto_load_key) and cmd/zfs/zfs_main.c
+// (zfs_do_destroy).
 var stderrKinds = []struct {
 	fragment string
 	kind     error
 }{
 	{"incorrect key provided", ErrKeyRejected},
+	{"keys must be loaded for encryption root of", ErrNotEncryptionRoot},
 	{"not an earlier snapshot", ErrInvalid},
 	{"is not earlier than", ErrInvalid},
 	{"key already loaded", ErrKeyLoaded},

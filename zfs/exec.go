@@ -134,6 +134,22 @@ func (e *Exec) LoadKey(ctx context.Context, name string, key []byte) error {
 	return err
 }
 
+// VerifyKey runs `zfs load-key -n name` with the key on stdin. OpenZFS
+// (2.0 to 2.3, lib/libzfs/libzfs_crypto.c zfs_crypto_load_key) skips its
+// "Key already loaded" check when -n is given, and the kernel
+// (spa_keystore_load_wkey) unwraps the dataset's key with the one given and
+// returns before inserting it: so a loaded key is verified like an unloaded
+// one, exit 0 and "1 / 1 key(s) successfully verified" on stdout; a wrong
+// key exits 255 with "Incorrect key provided" on stderr. Nothing changes
+// either way.
+func (e *Exec) VerifyKey(ctx context.Context, name string, key []byte) error {
+	if err := checkNames(name); err != nil {
+		return err
+	}
+	_, err := e.runWithInput(ctx, []string{e.cfg.ZFSPath, "load-key", "-n", name}, keyInput(key))
+	return err
+}
+
 // keyInput is a key as zfs reads it from stdin: one line.
 func keyInput(key []byte) io.Reader {
 	return io.MultiReader(bytes.NewReader(key), strings.NewReader("\n"))

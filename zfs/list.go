@@ -16,7 +16,8 @@ const (
 		"refquota,refreservation,volsize,volblocksize,creation,readonly,clones,defer_destroy"
 	datasetColumnCount = 15
 	spaceColumns       = "usedbysnapshots,compressratio"
-	cryptoColumns      = "keystatus"
+	cryptoColumns      = "keystatus,encryptionroot"
+	cryptoColumnCount  = 2
 	spaceColumnCount   = 2
 	poolColumns        = "name,health,size,allocated,free,fragmentation"
 	poolColumnCount    = 6
@@ -172,7 +173,7 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 		native, columns = native+spaceColumnCount, columns+","+spaceColumns
 	}
 	if opts.Crypto {
-		native, columns = native+1, columns+","+cryptoColumns
+		native, columns = native+cryptoColumnCount, columns+","+cryptoColumns
 	}
 	userProps := opts.UserProps
 	if want := native + len(userProps); len(fields) != want {
@@ -202,7 +203,8 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 		d.CompressRatio = r.ratio(datasetColumnCount + 1)
 	}
 	if opts.Crypto {
-		d.KeyStatus = r.text(native - 1)
+		d.KeyStatus = r.text(native - cryptoColumnCount)
+		d.EncryptionRoot = r.text(native - cryptoColumnCount + 1)
 	}
 	if r.err != nil {
 		return Dataset{}, fmt.Errorf("dataset %s: %w", d.Name, r.err)

@@ -47,6 +47,11 @@ type Dataset struct {
 	// KeyStatus is "available" or "unavailable" for an encrypted dataset,
 	// "" otherwise; read only when ListOptions.Crypto asks for it.
 	KeyStatus string
+	// EncryptionRoot is the dataset whose key opens this one (itself, the
+	// origin's root for a clone, an encrypted ancestor's for a dataset that
+	// inherits its encryption), "" when not encrypted; read with KeyStatus.
+	// Keys load and unload only there, for every dataset sharing it.
+	EncryptionRoot string
 	// CreateTxg is the transaction group that made it; reported by
 	// SnapshotGroup only (0 elsewhere).
 	CreateTxg uint64
@@ -124,7 +129,8 @@ type ListOptions struct {
 	// operator listings; the RPCs do not need them).
 	Space bool
 	// Crypto also reads keystatus ("available", "unavailable", or "" for a
-	// dataset that is not encrypted): what staging needs to know.
+	// dataset that is not encrypted) and encryptionroot: what staging needs
+	// to know.
 	Crypto bool
 }
 
@@ -160,10 +166,15 @@ type Interface interface {
 	List(ctx context.Context, opts ListOptions) ([]Dataset, error)
 	// Pool reports one pool.
 	Pool(ctx context.Context, name string) (Pool, error)
-	// LoadKey loads an encrypted dataset's key (keylocation=prompt) from
+	// LoadKey loads an encryption root's key (keylocation=prompt) from
 	// key, on stdin. A key already loaded is success; a wrong one is
-	// ErrKeyRejected.
+	// ErrKeyRejected; a dataset that is not its own encryption root is
+	// ErrNotEncryptionRoot (ZFS loads keys only at the root).
 	LoadKey(ctx context.Context, name string, key []byte) error
+	// VerifyKey checks that key opens an encryption root without loading
+	// it (`zfs load-key -n`, key on stdin), whether or not it is loaded: nil
+	// when it does, ErrKeyRejected when not, ErrNotEncryptionRoot as LoadKey.
+	VerifyKey(ctx context.Context, name string, key []byte) error
 	// VolumeRanges reports the ranges of a zvol snapshot's data (from == "")
 	// or of what changed since the earlier snapshot from, as the records of
 	// a zfs send stream name them (send.go).
@@ -206,6 +217,10 @@ var (
 	ErrKeyRejected = errors.New("incorrect encryption key")
 	// ErrKeyLoaded: load-key found the key already loaded.
 	ErrKeyLoaded = errors.New("encryption key already loaded")
+	// ErrNotEncryptionRoot: load-key was asked for a dataset whose key is
+	// its encryption root's (a clone, or a child of an encrypted dataset);
+	// the stderr names that root.
+	ErrNotEncryptionRoot = errors.New("keys load only at the encryption root")
 	// ErrKeyUnavailable: the dataset's key is not loaded, so it cannot be
 	// mounted or its device used.
 	ErrKeyUnavailable = errors.New("encryption key not loaded")

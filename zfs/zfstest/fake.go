@@ -37,20 +37,21 @@ type fakePool struct {
 }
 
 type fakeDataset struct {
-	name         string
-	typ          zfs.Type
-	origin       string
-	referenced   uint64 // bytes of data the dataset (or snapshot) refers to
-	volSize      uint64
-	props        map[string]string // locally set native and user properties
-	creation     time.Time
-	createTxg    uint64
-	clones       map[string]bool // snapshots only
-	deferDestroy bool
-	holds        int                  // user holds (zfs hold), snapshots only
-	key          []byte               // encryption roots only (fake_crypto.go)
-	blocks       map[uint64]fakeBlock // volumes and their snapshots (fake_data.go)
-	keyLoaded    bool
+	name           string
+	typ            zfs.Type
+	origin         string
+	referenced     uint64 // bytes of data the dataset (or snapshot) refers to
+	volSize        uint64
+	props          map[string]string // locally set native and user properties
+	creation       time.Time
+	createTxg      uint64
+	clones         map[string]bool // snapshots only
+	deferDestroy   bool
+	holds          int                  // user holds (zfs hold), snapshots only
+	key            []byte               // encryption roots only (fake_crypto.go)
+	keyLoaded      bool                 // encryption roots only
+	encryptionRoot string               // "" when not encrypted; fixed when made
+	blocks         map[uint64]fakeBlock // volumes and their snapshots (fake_data.go)
 }
 
 // NewFake returns a Fake holding the given pools (name → size in bytes), each
@@ -559,7 +560,7 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 			}
 			row := f.row(d, opts.UserProps)
 			if opts.Crypto {
-				row.KeyStatus = f.keyStatus(d)
+				f.cryptoColumns(d, &row)
 			}
 			if opts.Space {
 				// The fake neither compresses nor overwrites: snapshots hold

@@ -135,6 +135,7 @@ func (f *Fake) add(d *fakeDataset) error {
 	f.clock = f.clock.Add(time.Second)
 	d.creation, d.createTxg = f.clock, f.txg
 	f.inheritBlocks(d)
+	f.setEncryptionRoot(d)
 	f.datasets[d.name] = d
 	return nil
 }
