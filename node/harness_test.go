@@ -45,6 +45,10 @@ func newHarness(t *testing.T) *harness {
 	}
 	host := nodetest.NewFakeMounter()
 	host.Datasets = fake.Exists
+	host.DatasetSpace = func(name string) (uint64, uint64, bool) {
+		row, err := zfs.Get(context.Background(), fake, name, nil)
+		return row.Referenced, row.Available, err == nil
+	}
 	dir := t.TempDir()
 	opts := node.Options{MaxVolumesPerNode: 7, DeviceTimeout: 50 * time.Millisecond, PathRoots: []string{dir}}
 	server := node.New(cfg, fake, host, zerolog.Nop(), opts)

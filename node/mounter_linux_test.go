@@ -233,3 +233,39 @@ func TestKernelStagingAndPublishMountsAreNosuidNodev(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelStatfsAgreesWithDf reads a filesystem's space and inodes with
+// the real mounter and with df(1), which reads the same statfs(2) fields.
+func TestKernelStatfsAgreesWithDf(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("none", dir, "tmpfs", 0, "size=64m,nr_inodes=4096"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	if err := os.WriteFile(filepath.Join(dir, "data"), bytes.Repeat([]byte{1}, 5<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := node.NewMounter(zerolog.Nop()).Statfs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := func(args ...string) string {
+		out, err := exec.Command("df", append(args, dir)...).Output()
+		if err != nil {
+			t.Fatalf("df %v: %v", args, err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return strings.Join(strings.Fields(lines[len(lines)-1]), " ")
+	}
+	got := fmt.Sprintf("%d %d %d", stats.TotalBytes, stats.UsedBytes, stats.AvailableBytes)
+	if want := df("-B1", "--output=size,used,avail"); got != want {
+		t.Errorf("bytes total/used/available: %s, df says %s", got, want)
+	}
+	got = fmt.Sprintf("%d %d %d", stats.TotalInodes, stats.UsedInodes, stats.FreeInodes)
+	if want := df("--output=itotal,iused,iavail"); got != want {
+		t.Errorf("inodes total/used/free: %s, df says %s", got, want)
+	}
+}

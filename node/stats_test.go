@@ -129,3 +129,27 @@ func TestNodeInfoAndCapabilities(t *testing.T) {
 		t.Error("VOLUME_MOUNT_GROUP is advertised but cannot be honoured")
 	}
 }
+
+func TestDatasetStatsFollowTheVolume(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "zfs")
+	h.mustStageAndPublish(v)
+	if err := h.zfs.Write(v.dataset, 300<<20); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := h.server.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.id, VolumePath: v.target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytes, inodes := stats.GetUsage()[0], stats.GetUsage()[1]
+	// The refquota (1 GiB) bounds the volume; 300 MiB written are used.
+	if bytes.GetTotal() != 1<<30 || bytes.GetUsed() < 300<<20 || bytes.GetUsed() > 301<<20 ||
+		bytes.GetAvailable() != bytes.GetTotal()-bytes.GetUsed() {
+		t.Errorf("bytes: total %d, used %d, available %d; want 1 GiB, 300 MiB used, the rest available",
+			bytes.GetTotal(), bytes.GetUsed(), bytes.GetAvailable())
+	}
+	if inodes.GetAvailable() != bytes.GetAvailable()/512 || inodes.GetUsed() != 6 || inodes.GetTotal() != inodes.GetAvailable()+6 {
+		t.Errorf("inodes: total %d, used %d, available %d; want one free per 512 available bytes, 6 used",
+			inodes.GetTotal(), inodes.GetUsed(), inodes.GetAvailable())
+	}
+}

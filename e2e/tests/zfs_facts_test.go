@@ -4,12 +4,17 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -139,4 +144,43 @@ func TestThickReservationIsWhatZFSReserves(t *testing.T) {
 		}
 		mustRun(t, "zfs", "destroy", name)
 	}
+}
+
+// TestDatasetStatfsIsWhatTheFakeSays mounts a dataset with a refquota,
+// writes to it, and compares statfs (the real mounter's, which
+// NodeGetVolumeStats reports) with the fake host's figures for the
+// referenced and available bytes zfs list gives, and with df.
+func TestDatasetStatfsIsWhatTheFakeSays(t *testing.T) {
+	parent := testParent(t)
+	dataset := parent + "/statfs"
+	mustRun(t, "zfs", "create", "-o", "mountpoint=legacy", "-o", "refquota=1G", dataset)
+	dir := t.TempDir()
+	mustRun(t, "mount", "-t", "zfs", dataset, dir)
+	defer run(t, "umount", dir)
+	mustRun(t, "dd", "if=/dev/urandom", "of="+filepath.Join(dir, "data"), "bs=1M", "count=300", "conv=fsync")
+	mustRun(t, "sync", "-f", dir)
+	mustRun(t, "zpool", "sync")
+	fields := strings.Fields(mustRun(t, "zfs", "list", "-Hp", "-o", "referenced,available", dataset))
+	referenced, _ := strconv.ParseUint(fields[0], 10, 64)
+	available, _ := strconv.ParseUint(fields[1], 10, 64)
+	got, err := node.NewMounter(zerolog.Nop()).Statfs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := nodetest.DatasetStatfs(referenced, available)
+	// The fake's figures are those of an empty dataset; this one holds a file.
+	want.UsedInodes++
+	want.TotalInodes++
+	if got != want {
+		t.Errorf("statfs of a dataset (referenced %d, available %d): %+v, the fake says %+v", referenced, available, got, want)
+	}
+	df := strings.Fields(lastLine(mustRun(t, "df", "-B1", "--output=size,used,avail", dir)))
+	if fmt.Sprint(got.TotalBytes, got.UsedBytes, got.AvailableBytes) != strings.Join(df, " ") {
+		t.Errorf("statfs %+v, df says size/used/avail %v", got, df)
+	}
+}
+
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }

@@ -33,6 +33,11 @@ type FakeMounter struct {
 	// Datasets, when set, says which ZFS datasets exist to be mounted;
 	// without it any name mounts.
 	Datasets func(name string) bool
+	// DatasetSpace, when set, gives a mounted dataset's referenced and
+	// available bytes (zfs list -p -o referenced,available), from which
+	// Statfs answers as OpenZFS's statfs does; without it a mounted dataset
+	// has DatasetBytes.
+	DatasetSpace func(name string) (referenced, available uint64, ok bool)
 
 	mu        sync.Mutex
 	mounts    []node.MountInfo
@@ -600,8 +605,14 @@ func (f *FakeMounter) Statfs(path string) (node.FSStats, error) {
 	case mount == nil:
 		return node.FSStats{}, fmt.Errorf("statfs %s: the fake knows only mount points", path)
 	case mount.FSType == "zfs":
-		return node.FSStats{TotalBytes: DatasetBytes, AvailableBytes: DatasetBytes - 128<<10, UsedBytes: 128 << 10,
-			TotalInodes: 1 << 20, FreeInodes: 1<<20 - 6, UsedInodes: 6}, nil
+		referenced, available, ok := uint64(128<<10), uint64(DatasetBytes-128<<10), true
+		if f.DatasetSpace != nil {
+			referenced, available, ok = f.DatasetSpace(mount.Source)
+		}
+		if !ok {
+			return node.FSStats{}, fmt.Errorf("statfs %s: %s is gone", path, mount.Source)
+		}
+		return DatasetStatfs(referenced, available), nil
 	}
 	device := f.device(mount.Source)
 	if device == nil {
@@ -610,6 +621,25 @@ func (f *FakeMounter) Statfs(path string) (node.FSStats, error) {
 	return node.FSStats{TotalBytes: device.fsSize, AvailableBytes: device.fsSize - 1<<20, UsedBytes: 1 << 20,
 		TotalInodes: device.fsSize >> 14, FreeInodes: device.fsSize>>14 - 11, UsedInodes: 11}, nil
 }
+
+// DatasetStatfs is what statfs(2) says of a mounted dataset, by OpenZFS's
+// zfs_statvfs (module/os/linux/zfs/zfs_vfsops.c): the block size is the
+// recordsize (128 KiB), the blocks are referenced + available bytes and
+// the free blocks the available bytes, each rounded down to whole blocks,
+// with nothing reserved for root; the free inodes are the available bytes
+// over the 512-byte dnode, the files those plus the objects in use (a new
+// dataset holds datasetObjects).
+func DatasetStatfs(referenced, available uint64) node.FSStats {
+	const recordShift, dnodeShift = 17, 9
+	blocks, free := (referenced+available)>>recordShift, available>>recordShift
+	freeInodes := available >> dnodeShift
+	return node.FSStats{TotalBytes: blocks << recordShift, AvailableBytes: free << recordShift, UsedBytes: (blocks - free) << recordShift,
+		TotalInodes: freeInodes + datasetObjects, FreeInodes: freeInodes, UsedInodes: datasetObjects}
+}
+
+// datasetObjects are the objects of an empty dataset's filesystem as statfs
+// counts them (f_files - f_ffree on a fresh dataset in the guest).
+const datasetObjects = 6
 
 // kernelPath is path as the kernel resolves it and shows it in the mount
 // table: every symbolic link followed, the last one only when followLast
