@@ -131,6 +131,24 @@ func TestVolumeMountsRecogniseEveryWayAVolumeIsMounted(t *testing.T) {
 	}
 }
 
+func TestVolumeMountsDoNotClaimNamesThatOnlyBeginAlike(t *testing.T) {
+	volume := VolumeMounts{Dataset: "tank/csi/a", Link: "/dev/zvol/tank/csi/a", Device: "/dev/zd16"}
+	for _, mount := range []MountInfo{
+		{FSType: "zfs", Source: "tank/csi/ab", Root: "/", MountPoint: "/m/1"},
+		{FSType: "zfs", Source: "tank/csi/a/child", Root: "/", MountPoint: "/m/2"},
+		{FSType: "zfs", Source: "tank/csi/a@snapshot", Root: "/", MountPoint: "/m/3"},
+		{FSType: "zfs", Source: "tank/csi", Root: "/", MountPoint: "/m/4"},
+		{FSType: "ext4", Source: "/dev/zd160", Root: "/", MountPoint: "/m/5"},
+		{FSType: "btrfs", Source: "/dev/zvol/tank/csi/ab", Root: "/", MountPoint: "/m/6"},
+		{FSType: "devtmpfs", Source: "udev", Root: "/zd160", MountPoint: "/m/7"},
+		{FSType: "devtmpfs", Source: "udev", Root: "/zd1", MountPoint: "/m/8"},
+	} {
+		if volume.Shows(mount) || volume.IsDeviceBind(mount) {
+			t.Errorf("tank/csi/a (zd16) claims %s from %s root %s", mount.FSType, mount.Source, mount.Root)
+		}
+	}
+}
+
 func TestMountAtFindsTheTopmostOfStackedMounts(t *testing.T) {
 	lower := MountInfo{ID: 40, ParentID: 1, MountPoint: "/a", Source: "lower"}
 	upper := MountInfo{ID: 50, ParentID: 40, MountPoint: "/a", Source: "upper"}
