@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,13 @@ const (
 	DefaultVolumeSize uint64 = 1 << 30
 	// MinVolumeSize is the least a volume gets: smaller requests are rounded up.
 	MinVolumeSize uint64 = 1 << 20
+	// MaxVolumeSize is the most a volume can have: 8 EiB less 1 MiB. ZFS on
+	// 64-bit hosts takes any volsize or refquota below 2^64, but CSI carries
+	// sizes as int64 and Linux block devices and files are sized in a signed
+	// 64-bit offset (loff_t), so 2^63 bytes is out of reach; 1 MiB less keeps
+	// it a whole number of every volume block size up to 1 MiB, so rounding
+	// a size up to its block size never passes it.
+	MaxVolumeSize uint64 = 1<<63 - 1<<20
 	// defaultVolBlockSize is OpenZFS ≥ 2.2's default (2.1's 8 KiB divides it):
 	// zvol sizes are rounded up to it unless a volblocksize is given.
 	defaultVolBlockSize uint64 = 16 << 10
@@ -27,7 +35,8 @@ const (
 
 // volumeSize picks a size within a capacity range: the required bytes (or
 // fallback when none are required), at least minimum and MinVolumeSize,
-// rounded up to granularity. OUT_OF_RANGE when that exceeds the limit.
+// rounded up to granularity. OUT_OF_RANGE when that exceeds the limit or
+// MaxVolumeSize.
 func volumeSize(capacityRange *csi.CapacityRange, granularity, fallback, minimum uint64) (uint64, error) {
 	required, limit := uint64(capacityRange.GetRequiredBytes()), uint64(capacityRange.GetLimitBytes())
 	if capacityRange.GetRequiredBytes() < 0 || capacityRange.GetLimitBytes() < 0 {
@@ -41,7 +50,16 @@ func volumeSize(capacityRange *csi.CapacityRange, granularity, fallback, minimum
 		}
 	}
 	size = max(size, minimum, MinVolumeSize)
-	size = (size + granularity - 1) / granularity * granularity
+	granularity = max(granularity, 1)
+	// Rounding only below MaxVolumeSize, where it cannot wrap around:
+	// MaxInt64 rounded up to 16 KiB is 2^63, a negative int64 to the CO.
+	if size <= MaxVolumeSize {
+		size = (size + granularity - 1) / granularity * granularity
+	}
+	if size > MaxVolumeSize {
+		return 0, status.Errorf(codes.OutOfRange, "capacity_range [%d, %d] cannot be met: a volume has at most %d bytes "+
+			"(8 EiB less 1 MiB: CSI and Linux size volumes in signed 64-bit numbers)", required, limit, MaxVolumeSize)
+	}
 	if limit > 0 && size > limit {
 		return 0, status.Errorf(codes.OutOfRange, "capacity_range [%d, %d] cannot be met: the volume needs %d bytes (at least %d, in multiples of %d)",
 			required, limit, size, max(minimum, MinVolumeSize), granularity)
@@ -92,10 +110,18 @@ func (s *Server) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (
 		maximum = largestThickZvol(parent.Available, params.volBlockSize)
 	}
 	return &csi.GetCapacityResponse{
-		AvailableCapacity: int64(parent.Available),
-		MaximumVolumeSize: wrapperspb.Int64(int64(maximum)),
-		MinimumVolumeSize: wrapperspb.Int64(int64(minimum)),
+		AvailableCapacity: sizeBytes(parent.Available),
+		MaximumVolumeSize: wrapperspb.Int64(sizeBytes(min(maximum, MaxVolumeSize))),
+		MinimumVolumeSize: wrapperspb.Int64(sizeBytes(minimum)),
 	}, nil
+}
+
+// sizeBytes is a size as CSI carries it (int64): every size the driver
+// answers goes through it, so that one ZFS holds beyond int64 (a volume made
+// outside the driver, or before MaxVolumeSize) reads as the most int64 can
+// say, never as a negative number.
+func sizeBytes(size uint64) int64 {
+	return int64(min(size, math.MaxInt64))
 }
 
 // largestThickZvol is the largest thick zvol CreateVolume can make in
@@ -155,7 +181,7 @@ func (s *Server) creationMismatch(row zfs.Dataset, req *csi.ValidateVolumeCapabi
 	}
 	for key, want := range s.csiVolume(row).GetVolumeContext() {
 		if got, given := req.GetVolumeContext()[key]; given && got != want {
-			return fmt.Sprintf("volume context %s=%q, the volume's is %q", key, got, want)
+			return fmt.Sprintf("volume context %s=%q, the volume's is %q", key, driver.Bounded(got), want)
 		}
 	}
 	return ""

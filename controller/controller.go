@@ -53,6 +53,9 @@ func New(cfg driver.Config, z zfs.Interface, log zerolog.Logger) (*Server, error
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckAllowedPoolProperties(cfg.AllowedPoolProperties); err != nil {
+		return nil, err
+	}
 	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), namer: namer,
 		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1)}, nil
 }
@@ -112,7 +115,7 @@ func markOtherNode(err error) error {
 }
 
 func volumeNotFound(volumeID string, reason error) error {
-	return status.Errorf(codes.NotFound, "volume %q does not exist: %v", volumeID, reason)
+	return status.Errorf(codes.NotFound, "volume %q does not exist: %v", driver.Bounded(volumeID), reason)
 }
 
 // getVolume reads a live volume and its own properties, or NOT_FOUND.
@@ -140,7 +143,7 @@ func capacity(row zfs.Dataset) uint64 {
 func (s *Server) csiVolume(row zfs.Dataset) *csi.Volume {
 	volume := &csi.Volume{
 		VolumeId:           driver.VolumeID(s.cfg.NodeID, row.Name),
-		CapacityBytes:      int64(capacity(row)),
+		CapacityBytes:      sizeBytes(capacity(row)),
 		VolumeContext:      s.owner.VolumeContext(row),
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
 	}

@@ -42,15 +42,15 @@ func (s *Server) checkSourcePlace(plan volumePlan) error {
 	}
 	switch {
 	case err != nil:
-		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", plan.sourceID, err)
+		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", driver.Bounded(plan.sourceID), err)
 	case nodeID != s.cfg.NodeID:
 		// NOT_FOUND would be final; this is the spec's "cannot be
 		// provisioned in this topology": the CO places the volume elsewhere.
 		return status.Errorf(codes.ResourceExhausted, "%s: the content source %q lives on node %q and a volume made from it can only be made there; this is node %q",
-			otherNodeMarker, plan.sourceID, nodeID, s.cfg.NodeID)
+			otherNodeMarker, driver.Bounded(plan.sourceID), nodeID, s.cfg.NodeID)
 	case !plan.params.copySource && zfs.PoolOf(dataset) != zfs.PoolOf(plan.params.parent):
 		return invalid("the content source %q is in pool %s and the volume would be in pool %s: a clone cannot cross pools (sourceMode=copy can)",
-			plan.sourceID, zfs.PoolOf(dataset), zfs.PoolOf(plan.params.parent))
+			driver.Bounded(plan.sourceID), zfs.PoolOf(dataset), zfs.PoolOf(plan.params.parent))
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func checkSourceEncryption(plan volumePlan, src *source) error {
 			ParamSourceMode, ParamSourceMode)
 	case plan.params.encryption != "" && !src.encrypted:
 		return invalid("parameter %s=%s: the source %q is not encrypted, and a volume made from it keeps its source's encryption",
-			ParamEncryption, plan.params.encryption, plan.sourceID)
+			ParamEncryption, plan.params.encryption, driver.Bounded(plan.sourceID))
 	}
 	return nil
 }
@@ -201,7 +201,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 		generation = free
 	}
 	return nil, status.Errorf(codes.ResourceExhausted,
-		"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", plan.name, driver.MaxGenerations)
+		"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
 }
 
 // planVolume validates a request without touching ZFS.
@@ -331,7 +331,7 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 		}
 	}
 	if snapshotRow == nil {
-		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", plan.sourceID)
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", driver.Bounded(plan.sourceID))
 	}
 	src := s.snapshotSource(*snapshotRow, volumeRow)
 	s.sources.remember(epoch, src)
@@ -411,7 +411,7 @@ func (s *Server) existingVolume(plan volumePlan, row *zfs.Dataset, err error) (*
 		return nil, err
 	}
 	if problem := s.incompatibility(plan, *row); problem != "" {
-		return nil, status.Errorf(codes.AlreadyExists, "volume %q exists (%s) but %s", plan.name, row.Name, problem)
+		return nil, status.Errorf(codes.AlreadyExists, "volume %q exists (%s) but %s", driver.Bounded(plan.name), row.Name, problem)
 	}
 	return &csi.CreateVolumeResponse{Volume: s.csiVolume(*row)}, nil
 }
@@ -427,7 +427,7 @@ func (s *Server) incompatibility(plan volumePlan, row zfs.Dataset) string {
 	case plan.capacity.GetLimitBytes() > 0 && size > uint64(plan.capacity.GetLimitBytes()):
 		return fmt.Sprintf("its %d bytes exceed the limit of %d", size, plan.capacity.GetLimitBytes())
 	case row.User[s.props.Source] != plan.sourceID:
-		return fmt.Sprintf("its content source is %q, the request's %q", row.User[s.props.Source], plan.sourceID)
+		return fmt.Sprintf("its content source is %q, the request's %q", row.User[s.props.Source], driver.Bounded(plan.sourceID))
 	case row.User[s.props.ParamsHash] != plan.params.hash:
 		return "it was created with other parameters"
 	}
@@ -492,7 +492,7 @@ func (s *Server) findInOtherParents(ctx context.Context, plan volumePlan) (*zfs.
 	for i := range rows {
 		if s.owner.LiveVolume(rows[i]) && rows[i].User[s.props.CSIName] == plan.name {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists under another parent dataset, as %s",
-				plan.name, rows[i].Name)
+				driver.Bounded(plan.name), rows[i].Name)
 		}
 	}
 	return nil, nil

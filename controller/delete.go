@@ -31,7 +31,7 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	if errors.As(err, &foreign) {
 		// Answering OK would make the CO forget a volume that still exists
 		// on its node; the CO must ask that node.
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %v", req.GetVolumeId(), err)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %v", driver.Bounded(req.GetVolumeId()), err)
 	}
 	if err != nil {
 		return &csi.DeleteVolumeResponse{}, nil // not an ID of ours: nothing of ours to delete
@@ -54,7 +54,7 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		return &csi.DeleteVolumeResponse{}, nil
 	case result.Outcome == zfs.Blocked:
 		// Nothing was destroyed; an operator must act before a retry can.
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", req.GetVolumeId(), result.Reason)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", driver.Bounded(req.GetVolumeId()), result.Reason)
 	case result.Outcome == zfs.Done:
 		if result.OriginMarked {
 			// A clone's going can free what the reaper waits for: its

@@ -40,7 +40,7 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 			return nil, err
 		}
 	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(size), NodeExpansionRequired: nodeExpansion}, nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: sizeBytes(size), NodeExpansionRequired: nodeExpansion}, nil
 }
 
 // resizeProperties are the properties that give a volume a new size; a thick
@@ -74,7 +74,7 @@ func (s *Server) ControllerModifyVolume(ctx context.Context, req *csi.Controller
 		return nil, err
 	}
 	defer release()
-	properties, err := parseMutable(s.props, req.GetMutableParameters(), row.Type == zfs.Volume)
+	properties, err := parseMutable(newPropertyPolicy(s.cfg, s.props, row.Type == zfs.Volume), req.GetMutableParameters())
 	if err != nil {
 		return nil, err
 	}

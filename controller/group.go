@@ -58,7 +58,7 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 	}
 	for key := range req.GetParameters() {
 		if !strings.HasPrefix(key, kubernetesPrefix) {
-			return nil, invalid("unknown group snapshot parameter %q: group snapshots take none", key)
+			return nil, invalid("unknown group snapshot parameter %q: group snapshots take none", driver.Bounded(key))
 		}
 	}
 	datasets, err := s.groupSources(req.GetSourceVolumeIds())
@@ -97,7 +97,7 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		return nil, status.Errorf(codes.NotFound, "a source volume does not exist: %v", err)
 	case errors.Is(err, zfs.ErrExists):
 		return nil, status.Errorf(codes.AlreadyExists, "a snapshot of the group's name exists and is no member of group snapshot %q; it is left alone: %v",
-			req.GetName(), err)
+			driver.Bounded(req.GetName()), err)
 	case err != nil:
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 	case zfs.NotOwned:
 		return nil, volumeNotFound(driver.VolumeID(s.cfg.NodeID, result.At), zfs.ErrNotFound)
 	case zfs.Taken:
-		return nil, status.Errorf(codes.AlreadyExists, "group snapshot %q already exists, of other volumes (%s)", req.GetName(), result.At)
+		return nil, status.Errorf(codes.AlreadyExists, "group snapshot %q already exists, of other volumes (%s)", driver.Bounded(req.GetName()), result.At)
 	}
 	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: driver.GroupSnapshotID(s.cfg.NodeID, pool, snapshot), ReadyToUse: true}
 	for i, member := range result.Members {
@@ -148,12 +148,12 @@ func (s *Server) groupSources(volumeIDs []string) ([]string, error) {
 			return nil, volumeNotFound(volumeID, err)
 		}
 		if slices.Contains(datasets, dataset) {
-			return nil, invalid("source_volume_ids names %q twice", volumeID)
+			return nil, invalid("source_volume_ids names %q twice", driver.Bounded(volumeID))
 		}
 		if len(datasets) > 0 && zfs.PoolOf(dataset) != zfs.PoolOf(datasets[0]) {
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"%s and %s are in different pools (%s, %s): ZFS snapshots volumes together only within one pool",
-				volumeIDs[0], volumeID, zfs.PoolOf(datasets[0]), zfs.PoolOf(dataset))
+				driver.Bounded(volumeIDs[0]), driver.Bounded(volumeID), zfs.PoolOf(datasets[0]), zfs.PoolOf(dataset))
 		}
 		datasets = append(datasets, dataset)
 	}
@@ -168,10 +168,10 @@ func (g *GroupServer) GetVolumeGroupSnapshot(ctx context.Context, req *csi.GetVo
 		return nil, err
 	}
 	if len(members) == 0 {
-		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist", groupID)
+		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist", driver.Bounded(groupID))
 	}
 	if len(req.GetSnapshotIds()) > 0 && len(members) != len(req.GetSnapshotIds()) {
-		return nil, invalid("snapshot_ids do not match group snapshot %q: %d of %d exist", groupID, len(members), len(req.GetSnapshotIds()))
+		return nil, invalid("snapshot_ids do not match group snapshot %q: %d of %d exist", driver.Bounded(groupID), len(members), len(req.GetSnapshotIds()))
 	}
 	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: groupID, ReadyToUse: true, CreationTime: timestamppb.New(members[0].Creation)}
 	for _, member := range members {
@@ -189,7 +189,7 @@ func (g *GroupServer) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.De
 	s := g.s
 	var foreign *driver.ForeignNodeError
 	if _, _, err := s.cfg.GroupSnapshot(req.GetGroupSnapshotId()); errors.As(err, &foreign) {
-		return nil, status.Errorf(codes.FailedPrecondition, "group snapshot %q: %v", req.GetGroupSnapshotId(), markOtherNode(err))
+		return nil, status.Errorf(codes.FailedPrecondition, "group snapshot %q: %v", driver.Bounded(req.GetGroupSnapshotId()), markOtherNode(err))
 	}
 	members, _, err := s.groupMembers(ctx, req.GetGroupSnapshotId(), req.GetSnapshotIds())
 	if status.Code(err) == codes.NotFound {
@@ -234,14 +234,14 @@ func (s *Server) groupMembers(ctx context.Context, groupID string, snapshotIDs [
 	}
 	pool, component, err := s.cfg.GroupSnapshot(groupID)
 	if err != nil {
-		return nil, "", status.Errorf(codes.NotFound, "group snapshot %q does not exist here: %v", groupID, markOtherNode(err))
+		return nil, "", status.Errorf(codes.NotFound, "group snapshot %q does not exist here: %v", driver.Bounded(groupID), markOtherNode(err))
 	}
 	options := zfs.ListOptions{Types: []zfs.Type{zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true}
 	var names []string
 	for _, id := range snapshotIDs {
 		snapshot, dataset, err := s.cfg.SnapshotName(id)
 		if err != nil || zfs.PoolOf(dataset) != pool || !strings.HasSuffix(snapshot, "@"+component) {
-			return nil, "", invalid("snapshot_ids do not match group snapshot %q: %q is no member", groupID, id)
+			return nil, "", invalid("snapshot_ids do not match group snapshot %q: %q is no member", driver.Bounded(groupID), driver.Bounded(id))
 		}
 		names = append(names, snapshot)
 	}
@@ -272,7 +272,7 @@ func (s *Server) groupMembers(ctx context.Context, groupID string, snapshotIDs [
 		case len(names) == 0 && (name == "" || !s.owner.LiveSnapshot(row)):
 			continue
 		case !s.owner.LiveSnapshot(row) || name == "" || groupName != "" && name != groupName:
-			return nil, "", invalid("snapshot_ids do not match group snapshot %q: %s is no member", groupID, row.Name)
+			return nil, "", invalid("snapshot_ids do not match group snapshot %q: %s is no member", driver.Bounded(groupID), row.Name)
 		}
 		groupName = name
 		members = append(members, row)
@@ -296,5 +296,5 @@ func (s *Server) groupOf(row zfs.Dataset) string {
 func memberRefused(snapshotID, groupID string) error {
 	return status.Error(codes.InvalidArgument, fmt.Sprintf(
 		"snapshot %q is part of group snapshot %q and cannot be deleted alone: delete the group with DeleteVolumeGroupSnapshot",
-		snapshotID, groupID))
+		driver.Bounded(snapshotID), groupID))
 }

@@ -71,7 +71,7 @@ func (s *Server) ControllerListVolumeHealth(ctx context.Context, req *csi.Contro
 	if token := req.GetStartingToken(); token != "" {
 		offset, err := strconv.Atoi(token)
 		if err != nil || offset < 0 {
-			return nil, status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", token)
+			return nil, status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", driver.Bounded(token))
 		}
 		start = offset
 	}
@@ -116,7 +116,7 @@ func (s *Server) ControllerListVolumeHealth(ctx context.Context, req *csi.Contro
 		return 0
 	})
 	if start > len(all) {
-		return nil, status.Errorf(codes.Aborted, "starting_token %q is past the %d entries", req.GetStartingToken(), len(all))
+		return nil, status.Errorf(codes.Aborted, "starting_token %q is past the %d entries", driver.Bounded(req.GetStartingToken()), len(all))
 	}
 	page := all[start:]
 	response := &csi.ControllerListVolumeHealthResponse{}

@@ -161,7 +161,7 @@ func (s *Server) checkToken(token string, maxEntries int32, snapshots bool) erro
 		nodeID, _, err = driver.ParseVolumeID(token)
 	}
 	if err != nil || nodeID != s.cfg.NodeID {
-		return status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", token)
+		return status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", driver.Bounded(token))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +52,62 @@ var settableProperties = map[string]propertyRule{
 	"volmode": volumeOnly, "snapdev": volumeOnly,
 }
 
+// poolProperties spend what every volume of a pool shares, so a volume may
+// set them only where the operator allows it (driver.Config's
+// AllowedPoolProperties, the daemon's --allow-pool-properties). Each comes
+// with the value that spends nothing beyond ZFS's default: that one is open
+// to every volume, so turning one of them off never needs the operator.
+//
+// Left out on purpose, as they spend only the volume's own share:
+// redundant_metadata (all is the default; the other values keep fewer copies
+// of this volume's metadata), checksum (this volume's CPU and integrity; the
+// dedup table's checksum is the dedup value's), primarycache and
+// secondarycache (all is the default: a volume can only cache less), sync and
+// logbias (the volume's own durability and latency; sync=always writes
+// through the ZIL as any fsync-heavy workload does), compression and
+// recordsize (the volume's CPU and block size).
+var poolProperties = map[string]struct{ harmless, spends string }{
+	// Every block written enters the pool's one dedup table: memory (ARC) and
+	// I/O on every write and free in the pool, for as long as the block lives.
+	"dedup": {"off", "every block it writes enters the pool's dedup table, which costs memory and I/O for the whole pool"},
+	// N copies of every block: N times the writes, and N times the space of a
+	// thick zvol's reservation, a thin zvol and the snapshots (a dataset's
+	// refquota counts its copies but caps neither of those).
+	"copies": {"1", "every block is written that many times, multiplying the pool's space and writes it takes"},
+	// The special vdev holds the whole pool's metadata: once small blocks
+	// fill it, every volume's metadata spills to the slower main vdevs.
+	"special_small_blocks": {"0", "its small blocks fill the special vdev that holds the whole pool's metadata"},
+}
+
+// PoolPropertyNames are the properties an operator can allow volumes to set
+// (driver.Config's AllowedPoolProperties), sorted.
+func PoolPropertyNames() []string {
+	names := make([]string, 0, len(poolProperties))
+	for name := range poolProperties {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckAllowedPoolProperties refuses an operator's allowance that names
+// anything but PoolPropertyNames: a typo would otherwise allow nothing, silently.
+func CheckAllowedPoolProperties(names []string) error {
+	for _, name := range names {
+		if _, known := poolProperties[name]; !known {
+			return fmt.Errorf("--%s: %q is none of the properties that spend the whole pool (%s); the others need no allowance",
+				AllowPoolPropertiesFlag, name, strings.Join(PoolPropertyNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// The daemon option that allows poolProperties, named in the refusals.
+const (
+	AllowPoolPropertiesFlag = "allow-pool-properties"
+	AllowPoolPropertiesEnv  = "ZFS_CSI_ALLOW_POOL_PROPERTIES"
+)
+
 var driverOwned = map[string]string{
 	"mountpoint":     "the node service mounts datasets itself (mountpoint=legacy)",
 	"canmount":       "the node service mounts datasets itself (mountpoint=legacy)",
@@ -91,95 +148,113 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
+// propertyPolicy is what decides which ZFS properties a request may set:
+// the volume's kind, the driver's own properties, and the pool-wide ones the
+// operator allows.
+type propertyPolicy struct {
+	props   driver.UserProps
+	allowed []string // driver.Config's AllowedPoolProperties
+	zvol    bool
+}
+
+func newPropertyPolicy(cfg driver.Config, props driver.UserProps, zvol bool) propertyPolicy {
+	return propertyPolicy{props: props, allowed: cfg.AllowedPoolProperties, zvol: zvol}
+}
+
 // parseCreateParams validates parameters and mutable_parameters for a volume
 // that will be a zvol or not.
 func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mutable map[string]string, zvol bool) (createParams, error) {
 	p := createParams{parent: cfg.ParentDatasets[0], properties: map[string]string{}, metadata: map[string]string{}}
+	policy := newPropertyPolicy(cfg, props, zvol)
 	for key, value := range parameters {
 		var err error
 		switch {
 		case key == ParamParentDataset:
 			if !cfg.IsParent(value) {
-				err = invalid("parameter %s=%q is not one of the allowed parent datasets %v", key, value, cfg.ParentDatasets)
+				err = invalid("parameter %s=%q is not one of the allowed parent datasets %v", key, driver.Bounded(value), cfg.ParentDatasets)
 			}
 			p.parent = value
 		case key == ParamThin:
 			p.thin, err = strconv.ParseBool(value)
 			if err != nil {
-				err = invalid("parameter %s=%q must be true or false", key, value)
+				err = invalid("parameter %s=%q must be true or false", key, driver.Bounded(value))
 			}
 		case key == ParamVolBlockSize:
 			p.volBlockSize, err = parseVolBlockSize(value, zvol)
 		case key == ParamSourceMode:
 			if value != "clone" && value != "copy" {
-				err = invalid("parameter %s=%q must be clone or copy", key, value)
+				err = invalid("parameter %s=%q must be clone or copy", key, driver.Bounded(value))
 			}
 			p.copySource = value == "copy"
 		case key == ParamEncryption:
 			if !encryptionValues[value] {
-				err = invalid("parameter %s=%q must be on, off or one of aes-128-ccm, aes-192-ccm, aes-256-ccm, aes-128-gcm, aes-192-gcm, aes-256-gcm", key, value)
+				err = invalid("parameter %s=%q must be on, off or one of aes-128-ccm, aes-192-ccm, aes-256-ccm, aes-128-gcm, aes-192-gcm, aes-256-gcm", key, driver.Bounded(value))
 			}
 			if value != "off" {
 				p.encryption = value
 			}
 		case strings.HasPrefix(key, PropertyPrefix):
-			err = addProperty(p.properties, props, strings.TrimPrefix(key, PropertyPrefix), value, zvol, false)
+			err = addProperty(p.properties, policy, strings.TrimPrefix(key, PropertyPrefix), value, false)
 		case strings.HasPrefix(key, kubernetesPrefix):
 			if name := metadataProperty(props, key); name != "" {
 				p.metadata[name] = value
 			}
 		default:
 			err = invalid("unknown parameter %q (known: %s, %s, %s, %s and %s<property>)",
-				key, ParamParentDataset, ParamThin, ParamVolBlockSize, ParamSourceMode+", "+ParamEncryption, PropertyPrefix)
+				driver.Bounded(key), ParamParentDataset, ParamThin, ParamVolBlockSize, ParamSourceMode+", "+ParamEncryption, PropertyPrefix)
 		}
 		if err != nil {
 			return createParams{}, err
 		}
 	}
-	for key, value := range mutable {
-		property, ok := strings.CutPrefix(key, PropertyPrefix)
-		if !ok {
-			return createParams{}, invalid("unknown mutable parameter %q: only %s<property> can change", key, PropertyPrefix)
-		}
-		// A mutable parameter overrides the same property among parameters
-		// (the spec: mutable_parameters take precedence).
-		if err := addProperty(p.properties, props, property, value, zvol, true); err != nil {
-			return createParams{}, err
-		}
+	// A mutable parameter overrides the same property among parameters (the
+	// spec: mutable_parameters take precedence).
+	if err := addMutable(p.properties, policy, mutable); err != nil {
+		return createParams{}, err
 	}
 	p.hash = fingerprint(parameters, mutable)
 	return p, nil
 }
 
-// parseMutable validates ControllerModifyVolume's mutable_parameters.
-func parseMutable(props driver.UserProps, mutable map[string]string, zvol bool) (map[string]string, error) {
+// parseMutable validates ControllerModifyVolume's mutable_parameters, under
+// the same rules as at creation.
+func parseMutable(policy propertyPolicy, mutable map[string]string) (map[string]string, error) {
 	if len(mutable) == 0 {
 		return nil, invalid("mutable_parameters are required")
 	}
 	properties := map[string]string{}
-	for key, value := range mutable {
-		property, ok := strings.CutPrefix(key, PropertyPrefix)
-		if !ok {
-			return nil, invalid("unknown mutable parameter %q: only %s<property> can change", key, PropertyPrefix)
-		}
-		if err := addProperty(properties, props, property, value, zvol, true); err != nil {
-			return nil, err
-		}
+	if err := addMutable(properties, policy, mutable); err != nil {
+		return nil, err
 	}
 	return properties, nil
 }
 
+// addMutable validates mutable_parameters into properties: only
+// zfs.<property>, and only properties that may change after creation.
+func addMutable(properties map[string]string, policy propertyPolicy, mutable map[string]string) error {
+	for key, value := range mutable {
+		property, ok := strings.CutPrefix(key, PropertyPrefix)
+		if !ok {
+			return invalid("unknown mutable parameter %q: only %s<property> can change", driver.Bounded(key), PropertyPrefix)
+		}
+		if err := addProperty(properties, policy, property, value, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // addProperty validates one ZFS property request and adds it to properties.
-func addProperty(properties map[string]string, props driver.UserProps, name, value string, zvol, mustBeMutable bool) error {
+func addProperty(properties map[string]string, policy propertyPolicy, name, value string, mustBeMutable bool) error {
 	if strings.ContainsAny(value, "\t\n\x00") || len(value) > 8191 {
-		return invalid("property %s: the value must be at most 8191 bytes without tabs, newlines or NUL", name)
+		return invalid("property %s: the value must be at most 8191 bytes without tabs, newlines or NUL", driver.Bounded(name))
 	}
 	if strings.Contains(name, ":") {
-		if props.Owns(name) {
-			return invalid("property %s belongs to the driver and cannot be set", name)
+		if policy.props.Owns(name) {
+			return invalid("property %s belongs to the driver and cannot be set", driver.Bounded(name))
 		}
 		if !validUserProperty(name) {
-			return invalid("user property %q must be lower case letters, digits and ':+._-', with a ':', at most 256 bytes", name)
+			return invalid("user property %q must be lower case letters, digits and ':+._-', with a ':', at most 256 bytes", driver.Bounded(name))
 		}
 		properties[name] = value
 		return nil
@@ -190,15 +265,19 @@ func addProperty(properties map[string]string, props driver.UserProps, name, val
 	rule, known := settableProperties[name]
 	switch {
 	case !known:
-		return invalid("%q is not a ZFS property that can be set on a volume", name)
-	case zvol && !rule.volume:
+		return invalid("%q is not a ZFS property that can be set on a volume", driver.Bounded(name))
+	case policy.zvol && !rule.volume:
 		return invalid("property %s applies to filesystems, not to zvols", name)
-	case !zvol && !rule.filesystem:
+	case !policy.zvol && !rule.filesystem:
 		return invalid("property %s applies to zvols, not to filesystems", name)
 	case mustBeMutable && !rule.mutable:
 		return invalid("property %s can only be set when the volume is created", name)
 	case value == "":
 		return invalid("property %s needs a value", name)
+	}
+	if pool, spends := poolProperties[name]; spends && value != pool.harmless && !slices.Contains(policy.allowed, name) {
+		return invalid("property %s=%s is the operator's to allow: %s; the daemon accepts it with --%s=%s (%s), %s=%s is always accepted",
+			name, driver.Bounded(value), pool.spends, AllowPoolPropertiesFlag, name, AllowPoolPropertiesEnv, name, pool.harmless)
 	}
 	properties[name] = value
 	return nil
@@ -222,7 +301,7 @@ func parseVolBlockSize(value string, zvol bool) (uint64, error) {
 	}
 	size, err := zfs.ParseSize(value)
 	if err != nil || size < 512 || size > 128<<10 || size&(size-1) != 0 {
-		return 0, invalid("parameter %s=%q must be a power of two from 512 to 128K", ParamVolBlockSize, value)
+		return 0, invalid("parameter %s=%q must be a power of two from 512 to 128K", ParamVolBlockSize, driver.Bounded(value))
 	}
 	return size, nil
 }

@@ -21,7 +21,7 @@ import (
 func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err error) {
 	snapshot, dataset, err = s.cfg.SnapshotName(snapshotID)
 	if err != nil {
-		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", snapshotID, markOtherNode(err))
+		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", driver.Bounded(snapshotID), markOtherNode(err))
 	}
 	return snapshot, dataset, nil
 }
@@ -41,7 +41,7 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	}
 	for key := range req.GetParameters() {
 		if !strings.HasPrefix(key, kubernetesPrefix) {
-			return nil, invalid("unknown snapshot parameter %q: snapshots take none", key)
+			return nil, invalid("unknown snapshot parameter %q: snapshots take none", driver.Bounded(key))
 		}
 	}
 	dataset, err := s.volumeDataset(req.GetSourceVolumeId())
@@ -115,13 +115,13 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 // takenElsewhere is CreateSnapshot's answer when another volume's snapshot
 // carries the CSI name.
 func takenElsewhere(name, other string) error {
-	return status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", name, other)
+	return status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", driver.Bounded(name), other)
 }
 
 // notThisSnapshot is CreateSnapshot's answer when the ZFS snapshot the name
 // maps to exists without carrying the name.
 func notThisSnapshot(snapshot, name string) error {
-	return status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, name)
+	return status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, driver.Bounded(name))
 }
 
 // snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates) and a
@@ -251,7 +251,7 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequ
 	}
 	var foreign *driver.ForeignNodeError
 	if _, _, err := s.cfg.SnapshotName(req.GetSnapshotId()); errors.As(err, &foreign) {
-		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", req.GetSnapshotId(), markOtherNode(err))
+		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", driver.Bounded(req.GetSnapshotId()), markOtherNode(err))
 	}
 	snapshot, dataset, err := s.snapshotName(req.GetSnapshotId())
 	if err != nil {
@@ -291,7 +291,7 @@ func (s *Server) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (
 	}
 	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
 	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.owner.LiveSnapshot(row)) {
-		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", req.GetSnapshotId())
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", driver.Bounded(req.GetSnapshotId()))
 	}
 	if err != nil {
 		return nil, err
@@ -306,7 +306,7 @@ func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
 	return &csi.Snapshot{
 		SnapshotId:         driver.SnapshotID(s.cfg.NodeID, row.Name),
 		SourceVolumeId:     driver.VolumeID(s.cfg.NodeID, dataset),
-		SizeBytes:          int64(s.restoreSize(row, nil)),
+		SizeBytes:          sizeBytes(s.restoreSize(row, nil)),
 		CreationTime:       timestamppb.New(row.Creation),
 		ReadyToUse:         true,
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},

@@ -33,7 +33,7 @@ func CapabilityProblem(capability *csi.VolumeCapability) string {
 		return ""
 	case capability.GetMount() != nil:
 		if fsType := capability.GetMount().GetFsType(); !IsDatasetFSType(fsType) && !FormattedFSTypes[fsType] {
-			return fmt.Sprintf("filesystem type %q is not supported (use zfs, ext4, xfs or btrfs)", fsType)
+			return fmt.Sprintf("filesystem type %q is not supported (use zfs, ext4, xfs or btrfs)", Bounded(fsType))
 		}
 		return ""
 	default:

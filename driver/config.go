@@ -23,6 +23,11 @@ type Config struct {
 	NodeID string
 	// ParentDatasets are the datasets volumes may live under; the first is the default.
 	ParentDatasets []string
+	// AllowedPoolProperties are the ZFS properties that spend the whole
+	// pool's resources (dedup, copies, …) which volumes may nevertheless set:
+	// the operator's choice, never a caller's (the controller's
+	// poolProperties lists them and refuses the rest).
+	AllowedPoolProperties []string
 }
 
 // driverNamePattern is the CSI plugin-name rule (a domain name, ≤ 63 bytes),

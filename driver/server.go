@@ -153,7 +153,8 @@ func (s *Server) Stop(ctx context.Context) {
 
 // logCall writes one line per call: method, the IDs or names the request
 // carries, duration and code. Request bodies are never logged: they can hold
-// secrets.
+// secrets. The IDs and names are the caller's, so they are cut (Bounded); the
+// error's message is already bounded by the interceptors inside this one.
 func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
@@ -169,7 +170,7 @@ func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInf
 	}
 	event := s.log.WithLevel(level).Str("method", info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:])
 	for key, value := range requestKeys(req) {
-		event = event.Str(key, value)
+		event = event.Str(key, Bounded(value))
 	}
 	event = event.Dur("duration", time.Since(start)).Str("code", code.String())
 	if err != nil {
@@ -186,7 +187,7 @@ func (s *Server) logStream(srv any, stream grpc.ServerStream, info *grpc.StreamS
 	counted := &countingStream{ServerStream: stream}
 	defer func() {
 		if recovered := recover(); recovered != nil {
-			err = status.Errorf(codes.Internal, "panic: %v", recovered)
+			err = boundStatus(status.Errorf(codes.Internal, "panic: %v", recovered))
 		}
 		code := status.Code(err)
 		level := zerolog.InfoLevel
@@ -200,7 +201,7 @@ func (s *Server) logStream(srv any, stream grpc.ServerStream, info *grpc.StreamS
 		}
 		event.Send()
 	}()
-	return Status(handler(srv, counted))
+	return boundStatus(Status(handler(srv, counted)))
 }
 
 // countingStream counts the messages a stream sends.
@@ -241,7 +242,7 @@ func requestKeys(req any) map[string]string {
 func recoverPanic(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = status.Errorf(codes.Internal, "panic in %s: %v\n%s", info.FullMethod, p, debug.Stack())
+			err = boundStatus(status.Errorf(codes.Internal, "panic in %s: %v\n%s", info.FullMethod, p, debug.Stack()))
 		}
 	}()
 	return handler(ctx, req)
@@ -249,5 +250,5 @@ func recoverPanic(ctx context.Context, req any, info *grpc.UnaryServerInfo, hand
 
 func mapErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
-	return resp, Status(err)
+	return resp, boundStatus(Status(err))
 }

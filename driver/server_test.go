@@ -41,19 +41,7 @@ func TestExtraInterceptorsSeeTheFinalCodeOfEveryCall(t *testing.T) {
 		seen[info.FullMethod] = status.Code(err)
 		return resp, err
 	}
-	server := NewServer(zerolog.Nop(), Services{Controller: failingController{}}, record)
-	endpoint := "unix://" + filepath.Join(t.TempDir(), "csi.sock")
-	if err := server.Listen(endpoint); err != nil {
-		t.Fatal(err)
-	}
-	go server.Serve()
-	t.Cleanup(func() { server.Stop(context.Background()) })
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := csi.NewControllerClient(conn)
+	client := csi.NewControllerClient(serve(t, NewServer(zerolog.Nop(), Services{Controller: failingController{}}, record)))
 	client.ControllerGetVolume(t.Context(), &csi.ControllerGetVolumeRequest{VolumeId: "n:tank/v"})
 	client.ListVolumes(t.Context(), &csi.ListVolumesRequest{})
 
@@ -74,4 +62,24 @@ func TestExtraInterceptorsSeeTheFinalCodeOfEveryCall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serve serves server on a socket of the test's and returns a client
+// connection to it; both go when the test ends.
+func serve(t *testing.T, server *Server) *grpc.ClientConn {
+	t.Helper()
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "csi.sock")
+	if err := server.Listen(endpoint); err != nil {
+		t.Fatal(err)
+	}
+	go server.Serve()
+	t.Cleanup(func() { server.Stop(context.Background()) })
+	// Requests as large as a test sends (the default limit is 4 MiB).
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

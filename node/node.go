@@ -304,7 +304,7 @@ func invalid(format string, args ...any) error {
 }
 
 func volumeNotFound(volumeID, reason string) error {
-	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", volumeID, reason)
+	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", driver.Bounded(volumeID), reason)
 }
 
 // mountsOf prepares the recognition of a volume's mounts; it resolves the

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
+	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
@@ -49,6 +51,8 @@ func parseOptions(version string, args []string, stderr io.Writer) (options, err
 	flags.StringVar(&opts.logFormat, "log-format", envflag.String("ZFS_CSI_LOG_FORMAT", "auto"), "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
 	flags.StringVar(&opts.metricsAddress, "metrics-address", envflag.String("ZFS_CSI_METRICS_ADDRESS", ""), "serve Prometheus metrics at http://ADDRESS/metrics; a bare port binds loopback; off when empty [ZFS_CSI_METRICS_ADDRESS]")
 	flags.DurationVar(&opts.reapInterval, "reap-interval", envflag.Duration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
+	allowPoolProperties := &envflag.List{}
+	flags.Var(allowPoolProperties, controller.AllowPoolPropertiesFlag, "a ZFS property that spends the whole pool ("+strings.Join(controller.PoolPropertyNames(), ", ")+") which volume parameters may set; refused otherwise; repeat for several ["+controller.AllowPoolPropertiesEnv+", comma-separated]")
 	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", envflag.Int("ZFS_CSI_MAX_VOLUMES_PER_NODE", 0), "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
 	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", envflag.Duration("ZFS_CSI_DEVICE_TIMEOUT", node.DefaultDeviceTimeout), "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
 	flags.BoolVar(&opts.kubernetes, "kubernetes", envflag.Bool("ZFS_CSI_KUBERNETES", false), "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
@@ -62,6 +66,10 @@ func parseOptions(version string, args []string, stderr io.Writer) (options, err
 	}
 	if opts.node.MaxVolumesPerNode < 0 {
 		return opts, fmt.Errorf("--max-volumes-per-node must not be negative")
+	}
+	opts.AllowedPoolProperties = allowPoolProperties.OrEnv(controller.AllowPoolPropertiesEnv)
+	if err := controller.CheckAllowedPoolProperties(opts.AllowedPoolProperties); err != nil {
+		return opts, err
 	}
 	return opts, finishConfig()
 }

@@ -46,20 +46,25 @@ func zvolDevice(t *testing.T, v *nodeVolume) string {
 }
 
 func TestNodeUnderASymlinkedCODirectory(t *testing.T) {
-	d := startDriver(t, testParent(t))
+	// /var/lib/kubelet -> /data/kubelet, in small: the link is the CO's
+	// directory the daemon is told (as --kubelet-dir /var/lib/kubelet).
+	dir := t.TempDir()
+	realDir, link := filepath.Join(dir, "data"), filepath.Join(dir, "kubelet")
+	if err := os.Mkdir(realDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(realDir, link); err != nil {
+		t.Fatal(err)
+	}
+	d := startDriver(t, testParent(t), "--allow-paths", link)
 	for _, fsType := range []string{"zfs", "ext4", "block"} {
 		t.Run(fsType, func(t *testing.T) {
-			// /var/lib/kubelet -> /data/kubelet, in small.
-			dir := t.TempDir()
-			real, link := filepath.Join(dir, "data"), filepath.Join(dir, "kubelet")
+			real := filepath.Join(realDir, fsType)
 			if err := os.Mkdir(real, 0o750); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(real, link); err != nil {
-				t.Fatal(err)
-			}
 			v := d.newNodeVolume("link-"+fsType, sizeFor(fsType), capabilityFor(fsType, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), nil)
-			v.staging, v.target = filepath.Join(link, "staging"), filepath.Join(link, "target")
+			v.staging, v.target = filepath.Join(link, fsType, "staging"), filepath.Join(link, fsType, "target")
 			if err := os.Mkdir(v.staging, 0o750); err != nil {
 				t.Fatal(err)
 			}

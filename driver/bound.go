@@ -1,0 +1,51 @@
+package driver
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/status"
+)
+
+// The socket's callers are untrusted (ARCHITECTURE.md decision 13) and a
+// request may carry megabytes in a name, an ID or a parameter. What a log
+// line or an error message repeats of it is cut, so that no caller can
+// flood the journal, or an orchestrator's events, through the daemon.
+const (
+	// MaxEchoedBytes bounds one caller-given string repeated in a log line
+	// or an error message: twice the longest ID the driver issues
+	// (MaxIDLength), so that anything it could have made shows whole.
+	MaxEchoedBytes = 2 * MaxIDLength
+	// MaxMessageBytes bounds a whole error message as the server answers and
+	// logs it: the backstop for a caller's string that was not cut where the
+	// message was written. A panic's message and stack fit.
+	MaxMessageBytes = 16 << 10
+)
+
+// Bounded is s when it has at most MaxEchoedBytes, else its start (whole
+// UTF-8 characters) with an ellipsis and the original length, so a reader
+// still sees what it was and that it was cut.
+func Bounded(s string) string { return boundTo(s, MaxEchoedBytes) }
+
+func boundTo(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
+}
+
+// boundStatus cuts the message of a status error longer than
+// MaxMessageBytes, keeping its code and details.
+func boundStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || len(st.Message()) <= MaxMessageBytes {
+		return err
+	}
+	proto := st.Proto()
+	proto.Message = boundTo(proto.Message, MaxMessageBytes)
+	return status.FromProto(proto).Err()
+}
