@@ -31,8 +31,9 @@ import (
 //
 // The key reaches zfs on stdin only (zfs.Exec), never argv, log or disk.
 // Costs: nothing for a volume that is not encrypted, or whose key is loaded
-// and no secret came with the request; one `zfs load-key` (or `-n`), plus
-// one `zfs list` of the root when the root is another dataset.
+// and no secret came with the request; else one `zfs load-key` (or `-n`;
+// a passphrase costs its PBKDF2 rounds either way), plus one `zfs list` of
+// the root when the root is another dataset.
 func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset, secrets map[string]string) error {
 	if row.KeyStatus == "" {
 		return nil // not encrypted: a key in the secrets would protect nothing
@@ -43,11 +44,11 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 	}
 	loaded := row.KeyStatus == "available"
 	if key == nil && loaded {
-		// Nothing to check the volume against. Refusing would break every
-		// CO set up without node-stage secrets (they are needed only after
-		// a reboot, and the issue asks to check secrets that are given);
-		// a CO that passes them is checked below. README says what this
-		// leaves open: encryption protects data at rest.
+		// Nothing to check. Refusing would break every CO set up without
+		// node-stage secrets, which were needed only after a reboot until
+		// now (issue 34 asks that secrets given be checked, not that they
+		// be required). What guards a loaded key is who reaches the socket;
+		// README says so: encryption protects data at rest.
 		return nil
 	}
 	root := row.EncryptionRoot
