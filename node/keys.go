@@ -27,7 +27,8 @@ import (
 // the operator owns (an encrypted parent dataset) is the operator's to
 // unlock: staging waits for `zfs load-key <root>` by hand and never offers
 // it a secret. Loading at a root other volumes share needs none of their
-// locks: a concurrent load of the same key is "already loaded", success.
+// locks: a key loaded by a concurrent stage is "already loaded", and the key
+// given is then checked as for any loaded key.
 //
 // The key reaches zfs on stdin only (zfs.Exec), never argv, log or disk.
 // Costs: nothing for a volume that is not encrypted, or whose key is loaded
@@ -70,10 +71,14 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 				"(Kubernetes: the StorageClass's csi.storage.k8s.io/node-stage-secret-name and -namespace; Nomad: the volume's secrets), "+
 				"or load it by hand: zfs load-key %s", volume.id, driver.SecretPassphrase, driver.SecretHexKey, root)
 	}
+	if !loaded {
+		err = s.zfs.LoadKey(ctx, root, key)
+		// Loaded since the listing (staging a volume sharing the root, or
+		// an operator): zfs said so without reading the key given.
+		loaded = errors.Is(err, zfs.ErrKeyLoaded)
+	}
 	if loaded {
 		err = s.zfs.VerifyKey(ctx, root, key)
-	} else {
-		err = s.zfs.LoadKey(ctx, root, key)
 	}
 	switch {
 	case errors.Is(err, zfs.ErrKeyRejected):

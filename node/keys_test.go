@@ -261,6 +261,30 @@ func TestStageChecksTheSecretsOfAVolumeWhoseKeyIsLoaded(t *testing.T) {
 	}
 }
 
+// A key loaded after the listing (a volume sharing the root staged at the
+// same moment) makes zfs load-key answer "Key already loaded" without
+// reading the key given: that key must still be checked.
+func TestStageChecksAKeyLoadedByAConcurrentStage(t *testing.T) {
+	h := newHarness(t)
+	const dataset = "tank/csi/secret"
+	h.encrypted(dataset, volumeKey, true)
+	v := h.datasetVolume(dataset, func(string) error { return nil })
+	if err := h.zfs.UnloadKey(dataset); err != nil {
+		t.Fatal(err)
+	}
+	loadedMeanwhile := &zfs.CommandError{Argv: []string{"zfs", "load-key", dataset}, ExitCode: 255, Kind: zfs.ErrKeyLoaded,
+		Stderr: "Key load error: Key already loaded for '" + dataset + "'.\n"}
+	h.zfs.FailNext("LoadKey", loadedMeanwhile)
+	wantCode(t, h.stageWith(v, passphrase("not the passphrase")), codes.InvalidArgument)
+	if calls := h.zfs.Calls(); calls["VerifyKey"] != 1 || h.mountAt(v.staging) != nil {
+		t.Fatalf("calls %v, mounts %v: the key given was not checked", calls, h.host.MountTable())
+	}
+	h.zfs.FailNext("LoadKey", loadedMeanwhile)
+	if err := h.stageWith(v, passphrase(volumeKey)); err != nil {
+		t.Fatalf("with the key: %v", err)
+	}
+}
+
 // zfs reads a key as one line: a passphrase with a line break or NUL would
 // make two different secrets open the same volume.
 func TestStageRefusesKeysWithLineBreaks(t *testing.T) {

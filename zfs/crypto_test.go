@@ -47,8 +47,8 @@ func TestLoadKeyAndVerifyKeyClassifyZFSsAnswers(t *testing.T) {
 		want                 error
 	}{
 		{"load-key with the right key", "", "", load, []string{"load-key", "tank/csi/v"}, nil},
-		{"load-key of a key already loaded is success", "", "Key load error: Key already loaded for 'tank/csi/v'.\n",
-			load, []string{"load-key", "tank/csi/v"}, nil},
+		{"load-key of a key already loaded is ErrKeyLoaded, the key given unchecked", "",
+			"Key load error: Key already loaded for 'tank/csi/v'.\n", load, []string{"load-key", "tank/csi/v"}, ErrKeyLoaded},
 		{"load-key with a wrong key is ErrKeyRejected", "", "Key load error: Incorrect key provided for 'tank/csi/v'.\n",
 			load, []string{"load-key", "tank/csi/v"}, ErrKeyRejected},
 		{"load-key of a clone is ErrNotEncryptionRoot", "",

@@ -128,9 +128,6 @@ func (e *Exec) LoadKey(ctx context.Context, name string, key []byte) error {
 		return err
 	}
 	_, err := e.runWithInput(ctx, []string{e.cfg.ZFSPath, "load-key", name}, keyInput(key))
-	if errors.Is(err, ErrKeyLoaded) {
-		return nil
-	}
 	return err
 }
 

@@ -167,9 +167,10 @@ type Interface interface {
 	// Pool reports one pool.
 	Pool(ctx context.Context, name string) (Pool, error)
 	// LoadKey loads an encryption root's key (keylocation=prompt) from
-	// key, on stdin. A key already loaded is success; a wrong one is
-	// ErrKeyRejected; a dataset that is not its own encryption root is
-	// ErrNotEncryptionRoot (ZFS loads keys only at the root).
+	// key, on stdin. A wrong key is ErrKeyRejected; a dataset that is not
+	// its own encryption root is ErrNotEncryptionRoot (ZFS loads keys only
+	// at the root); a key already loaded is ErrKeyLoaded, which zfs says
+	// before it reads the key given: that key is unchecked (VerifyKey).
 	LoadKey(ctx context.Context, name string, key []byte) error
 	// VerifyKey checks that key opens an encryption root without loading
 	// it (`zfs load-key -n`, key on stdin), whether or not it is loaded: nil
@@ -232,7 +233,8 @@ func Get(ctx context.Context, z Interface, name string, userProps []string) (Dat
 	return get(ctx, z, ListOptions{Roots: []string{name}, UserProps: userProps})
 }
 
-// GetWithKeyStatus is Get that also reads keystatus (ListOptions.Crypto).
+// GetWithKeyStatus is Get that also reads keystatus and encryptionroot
+// (ListOptions.Crypto).
 func GetWithKeyStatus(ctx context.Context, z Interface, name string, userProps []string) (Dataset, error) {
 	return get(ctx, z, ListOptions{Roots: []string{name}, UserProps: userProps, Crypto: true})
 }

@@ -92,8 +92,9 @@ func (f *Fake) LoadKey(ctx context.Context, name string, key []byte) error {
 	switch {
 	case err != nil:
 		return err
-	case root.keyLoaded:
-		return nil // Exec.LoadKey's answer to "Key already loaded", which zfs gives without reading the key
+	case root.keyLoaded: // checked before the key is read: any key gets this
+		return &zfs.CommandError{Argv: argv, ExitCode: 255, Kind: zfs.ErrKeyLoaded,
+			Stderr: fmt.Sprintf("Key load error: Key already loaded for '%s'.\n", name)}
 	case !bytes.Equal(root.key, key):
 		return incorrectKey(argv, name)
 	}

@@ -95,7 +95,9 @@ func TestEncryptionRootsAndKeyStatusAreZFSs(t *testing.T) {
 
 	// With the key loaded, plain load-key does not look at the key it is
 	// given (zfs says "Key already loaded" first); -n still checks it.
-	must(f.LoadKey(ctx, "tank/csi/origin", []byte("a wrong passphrase")))
+	if err := f.LoadKey(ctx, "tank/csi/origin", []byte("a wrong passphrase")); !errors.Is(err, zfs.ErrKeyLoaded) {
+		t.Errorf("load-key of a loaded key: got %v, want ErrKeyLoaded", err)
+	}
 	if err := f.VerifyKey(ctx, "tank/csi/origin", []byte("a wrong passphrase")); !errors.Is(err, zfs.ErrKeyRejected) {
 		t.Errorf("load-key -n of a loaded key with a wrong key: got %v, want ErrKeyRejected", err)
 	}
