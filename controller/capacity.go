@@ -192,16 +192,8 @@ func (s *Server) capabilityMismatch(row zfs.Dataset, capability *csi.VolumeCapab
 	if problem := driver.CapabilityProblem(capability); problem != "" {
 		return problem
 	}
-	zvol, fsType := row.Type == zfs.Volume, row.User[s.props.FSType]
-	switch requested := capability.GetMount().GetFsType(); {
-	case capability.GetBlock() != nil && !zvol:
-		return "block access needs a zvol; this volume is a dataset"
-	case capability.GetMount() != nil && zvol && (driver.IsDatasetFSType(requested) || requested != fsType):
-		return "this volume is " + describe(zvol, fsType) + ", not mountable as " + requested
-	case capability.GetMount() != nil && !zvol && !driver.IsDatasetFSType(requested):
-		return "this volume is a dataset, not mountable as " + requested
-	}
-	return ""
+	kind, fsType := s.owner.Kind(row)
+	return driver.KindServes(kind, fsType, capability)
 }
 
 // ControllerGetVolume implements csi.ControllerServer.

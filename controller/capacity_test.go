@@ -69,6 +69,7 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 	h := newHarness(t)
 	dataset := h.create(createRequest("d", 1<<30, mountCapability(""))).GetVolumeId()
 	ext4 := h.create(createRequest("e", 1<<30, mountCapability("ext4"))).GetVolumeId()
+	raw := h.create(createRequest("b", 1<<30, blockCapability())).GetVolumeId()
 	multiNode := mountCapability("")
 	multiNode.AccessMode.Mode = csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
 	tests := []struct {
@@ -81,7 +82,11 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 		{"a dataset does not serve block access", dataset, blockCapability(), false},
 		{"a dataset does not serve ext4 mounts", dataset, mountCapability("ext4"), false},
 		{"an ext4 zvol serves ext4 mounts", ext4, mountCapability("ext4"), true},
-		{"an ext4 zvol serves block access", ext4, blockCapability(), true},
+		// NodeStage and NodePublish refuse raw access to a formatted zvol, so
+		// it is not confirmed either (driver.KindServes, one rule).
+		{"an ext4 zvol does not serve block access", ext4, blockCapability(), false},
+		{"a raw zvol serves block access", raw, blockCapability(), true},
+		{"a raw zvol does not serve ext4 mounts", raw, mountCapability("ext4"), false},
 		{"an ext4 zvol does not serve xfs mounts", ext4, mountCapability("xfs"), false},
 		{"no volume serves multi-node access", dataset, multiNode, false},
 	}

@@ -46,8 +46,9 @@ func (s *Server) ControllerGetVolumeHealth(ctx context.Context, req *csi.Control
 		row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All())
 		switch {
 		case errors.Is(err, zfs.ErrNotFound):
-			entries = append(entries, driver.VolumeHealthEntry(csi.VolumeHealthErrorType_INACCESSIBLE, "DatasetMissing",
-				"its dataset %s does not exist: destroyed outside the driver", dataset))
+			// The spec's table: a volume that does not exist is NOT_FOUND,
+			// not a health entry; ZFS can tell, the pool being readable.
+			return nil, volumeNotFound(req.GetVolumeId(), err)
 		case err != nil:
 			return nil, err
 		case !s.owner.LiveVolume(row):
@@ -61,8 +62,8 @@ func (s *Server) ControllerGetVolumeHealth(ctx context.Context, req *csi.Control
 // with an adverse condition, which on one node are the volumes of unhealthy
 // pools (one zpool status per pool; one zfs list only when a pool is
 // unhealthy). A volume whose dataset was destroyed outside the driver is
-// not listed (nothing names it any more); ControllerGetVolumeHealth reports
-// it. The token is the offset of the next entry.
+// not listed (nothing names it any more; ControllerGetVolumeHealth answers
+// NOT_FOUND for it). The token is the offset of the next entry.
 func (s *Server) ControllerListVolumeHealth(ctx context.Context, req *csi.ControllerListVolumeHealthRequest) (*csi.ControllerListVolumeHealthResponse, error) {
 	if req.GetMaxEntries() < 0 {
 		return nil, invalid("max_entries must not be negative")

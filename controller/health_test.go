@@ -80,12 +80,13 @@ func TestVolumeHealthFollowsThePoolAndTheDataset(t *testing.T) {
 			t.Errorf("listed a suspended pool: %v", calls)
 		}
 	})
-	t.Run("a dataset destroyed behind the driver's back is inaccessible", func(t *testing.T) {
+	t.Run("a dataset destroyed behind the driver's back is NOT_FOUND, as the spec's table says", func(t *testing.T) {
 		if err := h.fake.Destroy(context.Background(), datasetOf(t, b), zfs.DestroyOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprint(get(b)); got != "[INACCESSIBLE/DatasetMissing]" {
-			t.Errorf("got %s", got)
+		_, err := h.server.ControllerGetVolumeHealth(context.Background(), &csi.ControllerGetVolumeHealthRequest{VolumeId: b})
+		if code(err) != codes.NotFound {
+			t.Errorf("got %v, want NotFound", err)
 		}
 	})
 	t.Run("IDs that are not ours are not found", func(t *testing.T) {

@@ -40,3 +40,33 @@ func CapabilityProblem(capability *csi.VolumeCapability) string {
 		return "access type (mount or block) is missing"
 	}
 }
+
+// KindServes explains why a volume of this kind cannot serve a capability, or
+// is "". A volume is served only as the kind it was made (ARCHITECTURE.md
+// decision 4): a dataset is only mounted, a raw zvol only used as a block device, a
+// formatted zvol only mounted with its own filesystem type. Raw access to a
+// formatted zvol would let a job read and write under a filesystem another
+// workload mounts (or hand the kernel a crafted one at its next mount), and
+// mounting a raw zvol would format its data away. The handlers answer
+// FAILED_PRECONDITION: the spec's "exceeds capabilities", the volume does
+// not have the capability asked for, as when the CO asks a MULTI_NODE mode;
+// ValidateVolumeCapabilities declines to confirm it. One rule for both
+// (ARCHITECTURE.md "one home for each rule").
+func KindServes(kind, fsType string, capability *csi.VolumeCapability) string {
+	requested := capability.GetMount().GetFsType()
+	switch {
+	case capability.GetBlock() != nil && kind == KindDataset:
+		return "block access needs a zvol; this volume is a ZFS dataset"
+	case capability.GetBlock() != nil && fsType != "":
+		return fmt.Sprintf("this volume is a zvol formatted %s for mount access; it is not served as a raw block device", fsType)
+	case capability.GetBlock() != nil:
+		return ""
+	case kind == KindDataset && !IsDatasetFSType(requested):
+		return fmt.Sprintf("this volume is a ZFS dataset, not mountable as %q", requested)
+	case kind == KindZvol && fsType == "":
+		return "this volume is a raw block zvol without a filesystem; it can only be used as a block device"
+	case kind == KindZvol && requested != fsType:
+		return fmt.Sprintf("this volume is a zvol formatted %s, not mountable as %q", fsType, requested)
+	}
+	return ""
+}

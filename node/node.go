@@ -222,34 +222,6 @@ func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeConte
 	return row, nil
 }
 
-// serves explains why a volume of this kind cannot serve a capability, or
-// is "". A volume is served only as the kind it was made (ARCHITECTURE.md
-// decision 4): a dataset is only mounted, a raw zvol only used as a block device, a
-// formatted zvol only mounted with its own filesystem type. Raw access to a
-// formatted zvol would let a job read and write under a filesystem another
-// workload mounts (or hand the kernel a crafted one at its next mount), and
-// mounting a raw zvol would format its data away. The handlers answer
-// FAILED_PRECONDITION: the spec's "exceeds capabilities", the volume does
-// not have the capability asked for, as when the CO asks a MULTI_NODE mode.
-func serves(kind, fsType string, capability *csi.VolumeCapability) string {
-	requested := capability.GetMount().GetFsType()
-	switch {
-	case capability.GetBlock() != nil && kind == driver.KindDataset:
-		return "block access needs a zvol; this volume is a ZFS dataset"
-	case capability.GetBlock() != nil && fsType != "":
-		return fmt.Sprintf("this volume is a zvol formatted %s for mount access; it is not served as a raw block device", fsType)
-	case capability.GetBlock() != nil:
-		return ""
-	case kind == driver.KindDataset && !driver.IsDatasetFSType(requested):
-		return fmt.Sprintf("this volume is a ZFS dataset, not mountable as %q", requested)
-	case kind == driver.KindZvol && fsType == "":
-		return "this volume is a raw block zvol without a filesystem; it can only be used as a block device"
-	case kind == driver.KindZvol && requested != fsType:
-		return fmt.Sprintf("this volume is a zvol formatted %s, not mountable as %q", fsType, requested)
-	}
-	return ""
-}
-
 // checkCapability validates a request's capability: a missing or malformed
 // one is INVALID_ARGUMENT, one the driver never serves (MULTI_NODE modes,
 // unknown filesystems) FAILED_PRECONDITION, as the spec's "exceeds

@@ -147,7 +147,7 @@ func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, 
 	case staged.FSType == "zfs":
 		kind = driver.KindDataset
 	}
-	if problem := serves(kind, fsType, capability); problem != "" {
+	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
 	}
 	return source, checkContext(volumeContext, kind, fsType)

@@ -51,7 +51,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		return nil, err
 	}
 	kind, fsType := s.owner.Kind(row)
-	if problem := serves(kind, fsType, capability); problem != "" {
+	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
 	}
 	if err := s.loadKey(ctx, volume, row, req.GetSecrets()); err != nil {

@@ -276,9 +276,10 @@ func TestCtlReportsHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"volume-health", volumeID}, {"node-volume-health", volumeID, "--staging-path", t.TempDir()}} {
-		statuses, _ := field(h.ctl(args...), "volume_health", "health_statuses").([]any)
-		if len(statuses) == 0 || field(statuses[0], "reason") != "DatasetMissing" {
-			t.Errorf("%s after the dataset was destroyed printed %v", args[0], statuses)
+		var stdout, stderr bytes.Buffer
+		err := Run(append([]string{"--endpoint", h.endpoint}, args...), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "NotFound") {
+			t.Errorf("%s after the dataset was destroyed: %v (printed %s), want NotFound", args[0], err, stdout.String())
 		}
 	}
 }
