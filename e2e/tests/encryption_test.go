@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	gozfs "github.com/mistifyio/go-zfs/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -79,6 +80,20 @@ func TestEncryptedVolumesOnZFS(t *testing.T) {
 		t.Errorf("encryption without a key: got %v, want InvalidArgument", err)
 	} else {
 		errs = append(errs, err)
+	}
+	// zfs reads one line: "<passphrase>\nanything" would make a volume that
+	// "<passphrase>\nelse" opens too.
+	twoLines := volumeRequest("two-lines", 64<<20, mountCap(""), map[string]string{"encryption": "on"})
+	twoLines.Secrets = map[string]string{"encryptionPassphrase": e2ePassphrase + "\nanything"}
+	if _, err := d.controller.CreateVolume(ctx(t), twoLines); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a passphrase of two lines: got %v, want InvalidArgument", err)
+	} else {
+		errs = append(errs, err)
+	}
+	for _, name := range zfsNames(t, gozfs.Datasets, parent) {
+		if strings.Contains(name, "two-lines") || strings.Contains(name, "no-key") {
+			t.Errorf("a refused volume left %s", name)
+		}
 	}
 
 	dataset := datasetOf(t, fs.GetVolumeId())
