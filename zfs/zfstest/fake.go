@@ -175,31 +175,6 @@ func (f *Fake) stall(ctx context.Context, method string, progress func()) error 
 	}
 }
 
-// Hold places a user hold on a snapshot, as `zfs hold` does (zrepl and
-// syncoid hold the snapshots they still need).
-func (f *Fake) Hold(snapshot string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, ok := f.datasets[snapshot]
-	if !ok || d.typ != zfs.Snapshot {
-		return f.fail("hold", snapshot, zfs.ErrNotFound)
-	}
-	d.holds++
-	return nil
-}
-
-// Release takes away a user hold Hold placed (`zfs release`).
-func (f *Fake) Release(snapshot string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d, ok := f.datasets[snapshot]
-	if !ok || d.typ != zfs.Snapshot || d.holds == 0 {
-		return f.fail("release", snapshot, zfs.ErrNotFound)
-	}
-	d.holds--
-	return nil
-}
-
 // Write pretends that bytes of data were written to a filesystem or volume.
 func (f *Fake) Write(name string, bytes uint64) error {
 	f.mu.Lock()

@@ -206,3 +206,28 @@ func (f *Fake) DestroySnapshotGuarded(ctx context.Context, req zfs.SnapshotDestr
 func (f *Fake) passes(d *fakeDataset, guard zfs.Guard) bool {
 	return f.inherited(d, guard.Owned) == "true" && (guard.Excluded == "" || f.inherited(d, guard.Excluded) == "")
 }
+
+// Hold places a user hold on a snapshot, as `zfs hold` does (zrepl and
+// syncoid hold the snapshots they still need).
+func (f *Fake) Hold(snapshot string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.datasets[snapshot]
+	if !ok || d.typ != zfs.Snapshot {
+		return f.fail("hold", snapshot, zfs.ErrNotFound)
+	}
+	d.holds++
+	return nil
+}
+
+// Release takes away a user hold Hold placed (`zfs release`).
+func (f *Fake) Release(snapshot string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.datasets[snapshot]
+	if !ok || d.typ != zfs.Snapshot || d.holds == 0 {
+		return f.fail("release", snapshot, zfs.ErrNotFound)
+	}
+	d.holds--
+	return nil
+}
