@@ -112,6 +112,8 @@ step_start() {
 	check "the status line names the socket" grep -q "serving unix:///run/zfs-csi/csi.sock" <(prop StatusText) || return 1
 	check "the socket exists" test -S "$DRIVER_SOCKET" || return 1
 	check "Probe says ready" grep -q '"ready": *true' <(ctl probe) || return 1
+	# A core dump of the daemon would put loaded keys on disk.
+	check "the daemon may not dump core (LimitCORE=0)" grep -Eq '^Max core file size +0 +0 ' "/proc/$(prop MainPID)/limits" || return 1
 	systemctl status "$UNIT" --no-pager -n 5 | sed 's/^/    /'
 	STEP_NOTE="active (running) and READY in $((SECONDS - start)) s, $(prop StatusText)"
 }
