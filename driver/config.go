@@ -65,6 +65,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// DefaultKubeletDir is kubelet's default --root-dir.
+const DefaultKubeletDir = "/var/lib/kubelet"
+
 // TopologyKey is the topology segment key naming this driver's nodes.
 func (c Config) TopologyKey() string { return c.DriverName + "/node" }
 

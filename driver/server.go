@@ -135,6 +135,11 @@ func (s *Server) Serve() error {
 
 // Stop lets calls under way finish until ctx is done, then cuts them off, and
 // removes the socket.
+// ServeOn serves the services on a listener made elsewhere (kubelet's
+// socket, which is listened on again when removed) until Stop.
+func (s *Server) ServeOn(listener net.Listener) error { return s.grpc.Serve(listener) }
+
+// Stop stops the server as its comment above says.
 func (s *Server) Stop(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
@@ -251,4 +256,33 @@ func recoverPanic(ctx context.Context, req any, info *grpc.UnaryServerInfo, hand
 func mapErrors(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	return resp, boundStatus(Status(err))
+}
+
+// ListenUnix listens on a unix socket at path as Server.Listen does: the
+// directory is created, a stale socket from an earlier run is replaced, a
+// socket another process serves is not, and only the owner may connect. It
+// also returns the socket file's identity, to notice its removal later.
+// Closing the listener never unlinks the path: by then it may hold a new
+// socket.
+func ListenUnix(path string) (*net.UnixListener, os.FileInfo, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, nil, err
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return nil, nil, err
+	}
+	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, nil, err
+	}
+	listener.SetUnlinkOnClose(false)
+	file, err := os.Lstat(path)
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
+		listener.Close()
+		return nil, nil, err
+	}
+	return listener, file, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 
+	"github.com/zfs-csi/zfs-csi/cli/daemon/kubelet"
 	"github.com/zfs-csi/zfs-csi/driver"
 )
 
@@ -39,11 +40,11 @@ func ExitCode(err error) int {
 // csi.sock and registers them with kubelet, in Kubernetes mode only (nil
 // otherwise). The --endpoint socket keeps serving beside it, for the
 // operator's tools and for Nomad on a host that runs both.
-func startKubelet(log zerolog.Logger, opts options, services driver.Services, extra ...grpc.UnaryServerInterceptor) (*driver.Kubelet, error) {
+func startKubelet(log zerolog.Logger, opts options, services driver.Services, extra ...grpc.UnaryServerInterceptor) (*kubelet.Server, error) {
 	if !opts.kubernetes {
 		return nil, nil
 	}
-	kubelet := driver.NewKubelet(log, driver.KubeletConfig{Dir: opts.kubeletDir, DriverName: opts.DriverName}, services, extra...)
+	kubelet := kubelet.New(log, kubelet.Config{Dir: opts.kubeletDir, DriverName: opts.DriverName}, services, extra...)
 	return kubelet, kubelet.Listen()
 }
 
@@ -52,13 +53,13 @@ func startKubelet(log zerolog.Logger, opts options, services driver.Services, ex
 func notifyReady(log zerolog.Logger, opts options) {
 	sockets := []string{opts.endpoint}
 	if opts.kubernetes {
-		sockets = append(sockets, driver.KubeletConfig{Dir: opts.kubeletDir, DriverName: opts.DriverName}.CSISocket())
+		sockets = append(sockets, kubelet.Config{Dir: opts.kubeletDir, DriverName: opts.DriverName}.CSISocket())
 	}
-	notify(log, driver.NotifyReady, driver.NotifyStatus("serving "+strings.Join(sockets, " and ")))
+	notify(log, notifyReadyLine, notifyStatusLine("serving "+strings.Join(sockets, " and ")))
 }
 
 func notify(log zerolog.Logger, lines ...string) {
-	if sent, err := driver.Notify(lines...); err != nil {
+	if sent, err := sdNotify(lines...); err != nil {
 		log.Warn().Err(err).Msg("cannot notify the service manager")
 	} else if sent {
 		log.Debug().Strs("state", lines).Msg("notified the service manager")
@@ -68,8 +69,8 @@ func notify(log zerolog.Logger, lines ...string) {
 // stopServing tells systemd the daemon is stopping, then stops the kubelet
 // sockets (registration first) and the main server side by side, so that
 // one's calls under way do not eat the other's share of the stop timeout.
-func stopServing(ctx context.Context, log zerolog.Logger, kubelet *driver.Kubelet, server *driver.Server) {
-	notify(log, driver.NotifyStopping, driver.NotifyStatus("stopping"))
+func stopServing(ctx context.Context, log zerolog.Logger, kubelet *kubelet.Server, server *driver.Server) {
+	notify(log, notifyStoppingLine, notifyStatusLine("stopping"))
 	var wg sync.WaitGroup
 	if kubelet != nil {
 		wg.Go(func() { kubelet.Stop(ctx) })

@@ -16,6 +16,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
+	"github.com/zfs-csi/zfs-csi/cli/daemon/kubelet"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
@@ -32,7 +33,7 @@ func Status(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return op.status(endpoint, driver.KubeletConfig{Dir: kubeletDir, DriverName: op.cfg.DriverName}.RegistrationSocket())
+	return op.status(endpoint, kubelet.Config{Dir: kubeletDir, DriverName: op.cfg.DriverName}.RegistrationSocket())
 }
 
 // statusReport is what `zfs-csi status -o json` prints.

@@ -1,4 +1,4 @@
-package driver
+package daemon
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 )
 
 // listenNotify plays systemd's side: a datagram socket that receives what
-// Notify sends.
+// sdNotify sends.
 func listenNotify(t *testing.T, name string) *net.UnixConn {
 	t.Helper()
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
@@ -37,7 +37,7 @@ func TestNotify(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "notify")
 		conn := listenNotify(t, path)
 		t.Setenv("NOTIFY_SOCKET", path)
-		sent, err := Notify(NotifyReady, NotifyStatus("serving\non two sockets"))
+		sent, err := sdNotify(notifyReadyLine, notifyStatusLine("serving\non two sockets"))
 		if err != nil || !sent {
 			t.Fatalf("Notify = %v, %v", sent, err)
 		}
@@ -50,7 +50,7 @@ func TestNotify(t *testing.T) {
 		name := fmt.Sprintf("@zfs-csi-notify-test-%d-%d", os.Getpid(), time.Now().UnixNano())
 		conn := listenNotify(t, name)
 		t.Setenv("NOTIFY_SOCKET", name)
-		if sent, err := Notify(NotifyStopping); err != nil || !sent {
+		if sent, err := sdNotify(notifyStoppingLine); err != nil || !sent {
 			t.Fatalf("Notify = %v, %v", sent, err)
 		}
 		if got := receive(t, conn); got != "STOPPING=1" {
@@ -60,21 +60,21 @@ func TestNotify(t *testing.T) {
 
 	t.Run("without NOTIFY_SOCKET nothing is sent and nothing fails", func(t *testing.T) {
 		t.Setenv("NOTIFY_SOCKET", "")
-		if sent, err := Notify(NotifyReady); sent || err != nil {
+		if sent, err := sdNotify(notifyReadyLine); sent || err != nil {
 			t.Errorf("Notify = %v, %v; want false, nil", sent, err)
 		}
 	})
 
 	t.Run("a relative socket name is refused", func(t *testing.T) {
 		t.Setenv("NOTIFY_SOCKET", "run/notify")
-		if _, err := Notify(NotifyReady); err == nil {
+		if _, err := sdNotify(notifyReadyLine); err == nil {
 			t.Error("Notify accepted a relative socket name")
 		}
 	})
 
 	t.Run("a socket nobody listens on is an error", func(t *testing.T) {
 		t.Setenv("NOTIFY_SOCKET", filepath.Join(t.TempDir(), "gone"))
-		if _, err := Notify(NotifyReady); err == nil {
+		if _, err := sdNotify(notifyReadyLine); err == nil {
 			t.Error("Notify reported success without a listener")
 		}
 	})

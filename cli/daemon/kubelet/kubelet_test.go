@@ -1,4 +1,4 @@
-package driver
+package kubelet
 
 import (
 	"context"
@@ -13,50 +13,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
-// stubNode answers NodeGetInfo, which kubelet calls right after GetInfo, and
-// records NodeExpandVolume.
+// stubNode answers NodeGetInfo, which kubelet calls right after GetInfo.
 type stubNode struct {
 	csi.UnimplementedNodeServer
-	expanded chan *csi.NodeExpandVolumeRequest
 }
 
 func (stubNode) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: "node-a"}, nil
-}
-
-func (n stubNode) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	if n.expanded != nil {
-		n.expanded <- req
-	}
-	return &csi.NodeExpandVolumeResponse{}, nil
-}
-
-// stubController advertises expansion and modification and records the
-// sizes ControllerExpandVolume was asked for.
-type stubController struct {
-	csi.UnimplementedControllerServer
-	expanded chan int64
-}
-
-func (stubController) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	var capabilities []*csi.ControllerServiceCapability
-	for _, rpc := range []csi.ControllerServiceCapability_RPC_Type{
-		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
-		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
-		csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
-		csi.ControllerServiceCapability_RPC_GET_CAPACITY,
-	} {
-		capabilities = append(capabilities, &csi.ControllerServiceCapability{
-			Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: rpc}}})
-	}
-	return &csi.ControllerGetCapabilitiesResponse{Capabilities: capabilities}, nil
-}
-
-func (c stubController) ControllerExpandVolume(_ context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	c.expanded <- req.GetCapacityRange().GetRequiredBytes()
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes()}, nil
 }
 
 // shortTempDir keeps socket paths under the 108-byte limit of sun_path.
@@ -123,8 +90,8 @@ func registerLikeKubelet(t *testing.T, registrationSocket string) *registerapi.P
 }
 
 func TestKubeletRegistration(t *testing.T) {
-	cfg := KubeletConfig{Dir: shortTempDir(t), DriverName: "zfs.csi.dev", CheckInterval: 20 * time.Millisecond}
-	kubelet := NewKubelet(zerolog.New(zerolog.NewTestWriter(t)), cfg, Services{Node: stubNode{}})
+	cfg := Config{Dir: shortTempDir(t), DriverName: "zfs.csi.dev", CheckInterval: 20 * time.Millisecond}
+	kubelet := New(zerolog.New(zerolog.NewTestWriter(t)), cfg, driver.Services{Node: stubNode{}})
 	if err := kubelet.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -202,78 +169,16 @@ func TestKubeletRegistration(t *testing.T) {
 }
 
 func TestKubeletListenRefusesASocketAnotherProcessServes(t *testing.T) {
-	cfg := KubeletConfig{Dir: shortTempDir(t), DriverName: "zfs.csi.dev"}
-	first := NewKubelet(zerolog.Nop(), cfg, Services{Node: stubNode{}})
+	cfg := Config{Dir: shortTempDir(t), DriverName: "zfs.csi.dev"}
+	first := New(zerolog.Nop(), cfg, driver.Services{Node: stubNode{}})
 	if err := first.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	defer first.Stop(context.Background())
-	second := NewKubelet(zerolog.Nop(), cfg, Services{Node: stubNode{}})
+	second := New(zerolog.Nop(), cfg, driver.Services{Node: stubNode{}})
 	if err := second.Listen(); err == nil {
 		second.Stop(context.Background())
 		t.Fatal("a second daemon took over the sockets of a running one")
 	}
 	registerLikeKubelet(t, cfg.RegistrationSocket())
-}
-
-func TestKubernetesServices(t *testing.T) {
-	controller := stubController{expanded: make(chan int64, 1)}
-	node := stubNode{expanded: make(chan *csi.NodeExpandVolumeRequest, 1)}
-	services := KubernetesServices(Services{Controller: controller, Node: node})
-
-	t.Run("expansion and modification are not advertised, the rest is", func(t *testing.T) {
-		resp, err := services.Controller.ControllerGetCapabilities(t.Context(), &csi.ControllerGetCapabilitiesRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []csi.ControllerServiceCapability_RPC_Type
-		for _, capability := range resp.GetCapabilities() {
-			got = append(got, capability.GetRpc().GetType())
-		}
-		want := []csi.ControllerServiceCapability_RPC_Type{
-			csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
-			csi.ControllerServiceCapability_RPC_GET_CAPACITY,
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("capabilities = %v, want %v", got, want)
-		}
-	})
-
-	t.Run("a node expansion grows the volume first, then its filesystem", func(t *testing.T) {
-		resp, err := services.Node.NodeExpandVolume(t.Context(), &csi.NodeExpandVolumeRequest{
-			VolumeId: "node-a:tank/csi/v", VolumePath: "/var/lib/kubelet/pods/p/volumes/v/mount",
-			CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := <-controller.expanded; got != 2<<30 {
-			t.Errorf("ControllerExpandVolume asked for %d bytes", got)
-		}
-		if req := <-node.expanded; req.GetVolumeId() != "node-a:tank/csi/v" {
-			t.Errorf("the Node service got %v", req)
-		}
-		if resp.GetCapacityBytes() != 2<<30 {
-			t.Errorf("capacity = %d, want the grown size", resp.GetCapacityBytes())
-		}
-	})
-
-	t.Run("a node expansion without a volume path grows nothing", func(t *testing.T) {
-		_, err := services.Node.NodeExpandVolume(t.Context(), &csi.NodeExpandVolumeRequest{VolumeId: "node-a:tank/csi/v"})
-		if err == nil {
-			t.Fatal("accepted a request without volume_path")
-		}
-		select {
-		case got := <-controller.expanded:
-			t.Errorf("ControllerExpandVolume ran for %d bytes", got)
-		default:
-		}
-	})
-
-	t.Run("without a controller the services are served as they are", func(t *testing.T) {
-		nodeOnly := KubernetesServices(Services{Node: node})
-		if _, ok := nodeOnly.Node.(stubNode); !ok {
-			t.Errorf("node service = %T, want it unchanged", nodeOnly.Node)
-		}
-	})
 }

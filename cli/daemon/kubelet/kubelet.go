@@ -1,4 +1,9 @@
-package driver
+// Package kubelet registers the daemon with kubelet without the
+// node-driver-registrar sidecar: the daemon runs on the host, so it serves
+// kubelet's registration API itself, beside the CSI socket kubelet and the
+// sidecars use. Only the daemon serves it; the operator commands read its
+// socket paths.
+package kubelet
 
 import (
 	"context"
@@ -12,17 +17,14 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
-// Kubelet plugin registration without the node-driver-registrar sidecar: the
-// daemon runs on the host, so it serves kubelet's registration API itself.
 // kubelet watches <kubelet-dir>/plugins_registry; when a socket appears there
 // it calls GetInfo, then NodeGetInfo on the endpoint GetInfo names, then
 // NotifyRegistrationStatus with the outcome. Removing the socket
 // deregisters the plugin.
-
-// DefaultKubeletDir is kubelet's default --root-dir.
-const DefaultKubeletDir = "/var/lib/kubelet"
 
 // DefaultSocketCheckInterval is how often the kubelet sockets are checked
 // for removal. A stat every few seconds is cheap, needs no inotify watch
@@ -33,8 +35,8 @@ const DefaultSocketCheckInterval = 5 * time.Second
 // csiVersions are the CSI versions kubelet may speak to the plugin.
 var csiVersions = []string{"1.0.0"}
 
-// KubeletConfig places the sockets kubelet looks for.
-type KubeletConfig struct {
+// Config places the sockets kubelet looks for.
+type Config struct {
 	// Dir is kubelet's root directory (its --root-dir).
 	Dir string
 	// DriverName is the CSI plugin name; it names the sockets too.
@@ -45,22 +47,22 @@ type KubeletConfig struct {
 }
 
 // CSISocket is where kubelet and the sidecars reach the CSI services.
-func (c KubeletConfig) CSISocket() string {
+func (c Config) CSISocket() string {
 	return filepath.Join(c.Dir, "plugins", c.DriverName, "csi.sock")
 }
 
 // RegistrationSocket is where kubelet's plugin watcher finds the plugin.
-func (c KubeletConfig) RegistrationSocket() string {
+func (c Config) RegistrationSocket() string {
 	return filepath.Join(c.Dir, "plugins_registry", c.DriverName+"-reg.sock")
 }
 
-// Kubelet serves the CSI services (adapted by KubernetesServices) on
+// Server serves the CSI services (adapted by KubernetesServices) on
 // CSISocket and kubelet's registration API on RegistrationSocket, and listens
 // again on either when its file is removed or replaced.
-type Kubelet struct {
-	cfg          KubeletConfig
+type Server struct {
+	cfg          Config
 	log          zerolog.Logger
-	csi          *Server
+	csi          *driver.Server
 	registration *grpc.Server
 	service      *registrationService
 	sockets      []*keptSocket // CSI first: kubelet calls it as soon as it sees the other
@@ -68,17 +70,17 @@ type Kubelet struct {
 	stopped      chan struct{}
 }
 
-// NewKubelet prepares both servers; extra interceptors wrap the CSI calls as
-// in NewServer.
-func NewKubelet(log zerolog.Logger, cfg KubeletConfig, services Services, extra ...grpc.UnaryServerInterceptor) *Kubelet {
+// New prepares both servers; extra interceptors wrap the CSI calls as
+// in driver.NewServer.
+func New(log zerolog.Logger, cfg Config, services driver.Services, extra ...grpc.UnaryServerInterceptor) *Server {
 	if cfg.CheckInterval <= 0 {
 		cfg.CheckInterval = DefaultSocketCheckInterval
 	}
 	log = log.With().Str("kubelet_dir", cfg.Dir).Logger()
-	k := &Kubelet{
+	k := &Server{
 		cfg:          cfg,
 		log:          log,
-		csi:          NewServer(log, KubernetesServices(services), extra...),
+		csi:          driver.NewServer(log, driver.KubernetesServices(services), extra...),
 		registration: grpc.NewServer(),
 		service: &registrationService{log: log, info: &registerapi.PluginInfo{
 			Type:              registerapi.CSIPlugin,
@@ -91,7 +93,7 @@ func NewKubelet(log zerolog.Logger, cfg KubeletConfig, services Services, extra 
 	}
 	registerapi.RegisterRegistrationServer(k.registration, k.service)
 	k.sockets = []*keptSocket{
-		{path: cfg.CSISocket(), serve: k.csi.grpc.Serve, log: log},
+		{path: cfg.CSISocket(), serve: k.csi.ServeOn, log: log},
 		{path: cfg.RegistrationSocket(), serve: k.registration.Serve, log: log},
 	}
 	return k
@@ -99,7 +101,7 @@ func NewKubelet(log zerolog.Logger, cfg KubeletConfig, services Services, extra 
 
 // Listen opens both sockets, the CSI one first, and starts serving them and
 // watching for their removal.
-func (k *Kubelet) Listen() error {
+func (k *Server) Listen() error {
 	for i, socket := range k.sockets {
 		if err := socket.listen(); err != nil {
 			for _, opened := range k.sockets[:i] {
@@ -114,7 +116,7 @@ func (k *Kubelet) Listen() error {
 	return nil
 }
 
-func (k *Kubelet) keep() {
+func (k *Server) keep() {
 	defer close(k.stopped)
 	ticker := time.NewTicker(k.cfg.CheckInterval)
 	defer ticker.Stop()
@@ -132,8 +134,8 @@ func (k *Kubelet) keep() {
 
 // Stop removes the registration socket first, so that kubelet deregisters
 // the plugin before its endpoint goes, then stops the CSI server as
-// Server.Stop does.
-func (k *Kubelet) Stop(ctx context.Context) {
+// driver.Server.Stop does.
+func (k *Server) Stop(ctx context.Context) {
 	close(k.stop)
 	<-k.stopped
 	for i := len(k.sockets) - 1; i >= 0; i-- {
@@ -144,7 +146,7 @@ func (k *Kubelet) Stop(ctx context.Context) {
 }
 
 // RegistrationStatus is what kubelet last reported, or nil before it did.
-func (k *Kubelet) RegistrationStatus() *registerapi.RegistrationStatus {
+func (k *Server) RegistrationStatus() *registerapi.RegistrationStatus {
 	k.service.mu.Lock()
 	defer k.service.mu.Unlock()
 	return k.service.status
@@ -190,38 +192,9 @@ type keptSocket struct {
 	file     os.FileInfo       // the socket file as created
 }
 
-// ListenUnix listens on a unix socket at path as Server.Listen does: the
-// directory is created, a stale socket from an earlier run is replaced, a
-// socket another process serves is not, and only the owner may connect. It
-// also returns the socket file's identity, to notice its removal later.
-// Closing the listener never unlinks the path: by then it may hold a new
-// socket.
-func ListenUnix(path string) (*net.UnixListener, os.FileInfo, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, nil, err
-	}
-	if err := removeStaleSocket(path); err != nil {
-		return nil, nil, err
-	}
-	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, nil, err
-	}
-	listener.SetUnlinkOnClose(false)
-	file, err := os.Lstat(path)
-	if err == nil {
-		err = os.Chmod(path, 0o600)
-	}
-	if err != nil {
-		listener.Close()
-		return nil, nil, err
-	}
-	return listener, file, nil
-}
-
 // listen creates the socket and serves it.
 func (s *keptSocket) listen() error {
-	listener, file, err := ListenUnix(s.path)
+	listener, file, err := driver.ListenUnix(s.path)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package driver
+package daemon
 
 import (
 	"fmt"
@@ -11,16 +11,16 @@ import (
 // systemd starts dependent units (kubelet, nomad) only after READY=1, and
 // shows STATUS= in `systemctl status`.
 const (
-	NotifyReady    = "READY=1"
-	NotifyStopping = "STOPPING=1"
+	notifyReadyLine    = "READY=1"
+	notifyStoppingLine = "STOPPING=1"
 )
 
-// NotifyStatus is a STATUS= line for Notify.
-func NotifyStatus(text string) string {
+// notifyStatusLine is a STATUS= line for sdNotify.
+func notifyStatusLine(text string) string {
 	return "STATUS=" + strings.ReplaceAll(text, "\n", " ")
 }
 
-// Notify sends state lines to the service manager over the datagram socket
+// sdNotify sends state lines to the service manager over the datagram socket
 // named by $NOTIFY_SOCKET. It reports false, and does nothing, when that
 // variable is unset (not started by systemd, or not Type=notify).
 //
@@ -30,7 +30,7 @@ func NotifyStatus(text string) string {
 // variable is left set: the daemon notifies again when it stops. Child
 // processes (zfs, mkfs) inherit it, but with the default NotifyAccess=main
 // systemd ignores anything they might send.
-func Notify(lines ...string) (bool, error) {
+func sdNotify(lines ...string) (bool, error) {
 	socket := os.Getenv("NOTIFY_SOCKET")
 	if socket == "" {
 		return false, nil
