@@ -35,7 +35,7 @@ func (p goPackage) name() string {
 }
 
 // testSupport says whether the package exists for tests only
-// (inventory/inventorytest, zfs/zfstest): it may build fixtures from any
+// (plugin/plugintest, zfs/zfstest, node/nodetest): it may build fixtures from any
 // package under the commands, and production code never imports it.
 func (p goPackage) testSupport() bool { return isTestSupport(p.name()) }
 

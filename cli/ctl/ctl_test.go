@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zfs-csi/zfs-csi/inventory/inventorytest"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
+	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -18,14 +18,14 @@ import (
 // socket, for ctl to call.
 type ctlHarness struct {
 	t        *testing.T
-	fixture  *inventorytest.Fixture
+	fixture  *plugintest.Fixture
 	mounter  *nodetest.FakeMounter
 	endpoint string
 }
 
 func newCtlHarness(t *testing.T) *ctlHarness {
 	t.Helper()
-	f := inventorytest.New(t)
+	f := plugintest.New(t)
 	mounter := nodetest.NewFakeMounter()
 	return &ctlHarness{t: t, fixture: f, mounter: mounter, endpoint: f.Serve(mounter)}
 }
@@ -57,7 +57,7 @@ func TestCtlDrivesAVolumeThroughItsLife(t *testing.T) {
 	h := newCtlHarness(t)
 	created := h.ctl("create-volume", "pvc-1", "--size", "2G", "--param", "zfs.compression=zstd")
 	volumeID, _ := field(created, "volume", "volume_id").(string)
-	if volumeID != inventorytest.NodeID+":tank/csi/pvc-1" || field(created, "volume", "capacity_bytes") != "2147483648" ||
+	if volumeID != plugintest.NodeID+":tank/csi/pvc-1" || field(created, "volume", "capacity_bytes") != "2147483648" ||
 		field(created, "volume", "volume_context", "kind") != "dataset" {
 		t.Fatalf("create-volume printed %v", created)
 	}
@@ -120,7 +120,7 @@ func TestCtlStagesARawBlockVolumeFromTheKindTheControllerGives(t *testing.T) {
 func TestCtlInfoAndProbeDescribeThePlugin(t *testing.T) {
 	h := newCtlHarness(t)
 	info := h.ctl("info")
-	if field(info, "plugin_info", "name") != "zfs.csi.dev" || field(info, "node_info", "node_id") != inventorytest.NodeID {
+	if field(info, "plugin_info", "name") != "zfs.csi.dev" || field(info, "node_info", "node_id") != plugintest.NodeID {
 		t.Errorf("info printed %v", info)
 	}
 	if capabilities, _ := field(info, "controller_capabilities", "capabilities").([]any); len(capabilities) == 0 {
@@ -147,8 +147,8 @@ func TestCtlWithOutputIDPrintsBareIDsForShellScripts(t *testing.T) {
 	tests := []struct {
 		name, got, want string
 	}{
-		{"create-volume prints the volume ID", volumeID, inventorytest.NodeID + ":tank/csi/v1"},
-		{"create-snapshot prints the snapshot ID", snapshotID, inventorytest.NodeID + ":tank/csi/v1@s1"},
+		{"create-volume prints the volume ID", volumeID, plugintest.NodeID + ":tank/csi/v1"},
+		{"create-snapshot prints the snapshot ID", snapshotID, plugintest.NodeID + ":tank/csi/v1@s1"},
 		{"list-volumes prints one ID a line", run("list-volumes"), volumeID + "\n" + cloneID + "\n"},
 		{"list-snapshots prints one ID a line", run("list-snapshots"), snapshotID + "\n"},
 		{"an empty response prints nothing", run("delete-volume", cloneID), ""},
@@ -214,7 +214,7 @@ func TestCtlTakesGetsAndDeletesAGroupSnapshot(t *testing.T) {
 	created := h.ctl(append([]string{"create-group-snapshot", "nightly"}, volumes...)...)
 	groupID, _ := field(created, "group_snapshot", "group_snapshot_id").(string)
 	members, _ := field(created, "group_snapshot", "snapshots").([]any)
-	if groupID != inventorytest.NodeID+":tank#nightly" || len(members) != 2 || field(created, "group_snapshot", "ready_to_use") != true {
+	if groupID != plugintest.NodeID+":tank#nightly" || len(members) != 2 || field(created, "group_snapshot", "ready_to_use") != true {
 		t.Fatalf("create-group-snapshot printed %v", created)
 	}
 	if got, _ := field(h.ctl("get-group-snapshot", groupID), "group_snapshot", "snapshots").([]any); len(got) != 2 {
