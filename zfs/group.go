@@ -2,6 +2,7 @@ package zfs
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -69,111 +70,17 @@ type GroupSnapshotResult struct {
 // "retry": the caller runs the program again, which takes every member anew.
 // Members are all made before any is marked, so marked members beside a
 // missing one are no leftover but a group of other datasets: Taken.
-const groupSnapshotProgram = `
-local argv = (...)["argv"]
-if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
-local snapname, owned, excluded, group, name, named, sizeprop = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7]
-local datasets, parents, others, i = {}, {}, {}, 8
-local requested = {}
-while argv[i] ~= nil and argv[i] ~= "--" do datasets[#datasets + 1] = argv[i]; requested[argv[i]] = true; i = i + 1 end
-i = i + 1
-while argv[i] ~= nil and argv[i] ~= "--" do parents[#parents + 1] = argv[i]; i = i + 1 end
-for k = i + 1, #argv do others[#others + 1] = argv[k] end
-for _, dataset in ipairs(datasets) do
-	if not zfs.exists(dataset) then return {outcome = "absent", at = dataset} end
-	if zfs.get_prop(dataset, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(dataset, excluded) ~= nil) then
-		return {outcome = "not-owned", at = dataset}
-	end
-end
-for _, parent in ipairs(parents) do
-	if zfs.exists(parent) then
-		for child in zfs.list.children(parent) do
-			local snapshot = child .. "@" .. snapname
-			if not requested[child] and zfs.exists(snapshot) and zfs.get_prop(snapshot, group) == name then
-				return {outcome = "taken", at = snapshot}
-			end
-		end
-	end
-end
-for _, other in ipairs(others) do
-	local at = string.find(other, "@", 1, true)
-	if at ~= nil and not requested[string.sub(other, 1, at - 1)] and zfs.exists(other) and zfs.get_prop(other, group) == name then
-		return {outcome = "taken", at = other}
-	end
-end
-local whole, leftovers, missing, member = 0, 0, 0, nil
-for _, dataset in ipairs(datasets) do
-	local snapshot = dataset .. "@" .. snapname
-	if zfs.exists(snapshot) then
-		local marked, tagged = zfs.get_prop(snapshot, group), zfs.get_prop(snapshot, named)
-		if marked == name and tagged == name .. "/" .. dataset then
-			whole, member = whole + 1, snapshot
-		elseif marked == nil and tagged == nil or marked == name and tagged == nil then
-			leftovers = leftovers + 1
-		else
-			return {outcome = "failed", errno = 17, at = snapshot}
-		end
-	else
-		missing = missing + 1
-	end
-end
-if whole > 0 and missing > 0 then
-	-- every member is made before any is marked: a marked member beside a
-	-- missing one is a group of other datasets under this name
-	return {outcome = "taken", at = member}
-end
-if whole ~= #datasets then
-	if whole > 0 or leftovers > 0 then
-		for _, dataset in ipairs(datasets) do
-			local snapshot = dataset .. "@" .. snapname
-			if zfs.exists(snapshot) then
-				local err = zfs.sync.destroy(snapshot)
-				if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
-			end
-		end
-		return {outcome = "retry"}
-	end
-	for _, dataset in ipairs(datasets) do
-		local err = zfs.sync.snapshot(dataset .. "@" .. snapname)
-		if err ~= 0 then return {outcome = "failed", errno = err, at = dataset .. "@" .. snapname} end
-	end
-	for _, dataset in ipairs(datasets) do
-		local snapshot = dataset .. "@" .. snapname
-		local keys, values = {group, named}, {name, name .. "/" .. dataset}
-		if sizeprop ~= "" then
-			local size = zfs.get_prop(dataset, "refquota")
-			if zfs.get_prop(dataset, "type") == "volume" then size = zfs.get_prop(snapshot, "volsize") end
-			keys[3], values[3] = sizeprop, tostring(size)
-		end
-		for k = 1, #keys do
-			local err = zfs.sync.set_prop(snapshot, keys[k], values[k])
-			if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot .. " " .. keys[k]} end
-		end
-	end
-end
-local members = {}
-for _, dataset in ipairs(datasets) do
-	local snapshot = dataset .. "@" .. snapname
-	local member = {referenced = zfs.get_prop(snapshot, "referenced"), creation = zfs.get_prop(snapshot, "creation"),
-		createtxg = zfs.get_prop(snapshot, "createtxg"), type = zfs.get_prop(dataset, "type")}
-	if member.type == "volume" then
-		member.volsize = zfs.get_prop(snapshot, "volsize")
-		member.volblocksize = zfs.get_prop(dataset, "volblocksize")
-	else
-		member.refquota = zfs.get_prop(dataset, "refquota")
-	end
-	if sizeprop ~= "" then member.size = zfs.get_prop(snapshot, sizeprop) end
-	members[dataset] = member
-end
-if whole == #datasets then return {outcome = "present", members = members} end
-return {outcome = "done", members = members}
-`
+//
+//go:embed programs/group_snapshot.lua
+var groupSnapshotProgram string
+
+//go:embed programs/probe.lua
+var probeProgram string
 
 // ProgramsSetProperties implements Guarded with one `zfs program` that only
 // looks.
 func (e *Exec) ProgramsSetProperties(ctx context.Context, pool string) (bool, error) {
-	result, err := e.program(ctx, "probe", `if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
-return {outcome = "done"}`, pool)
+	result, err := e.program(ctx, "probe", probeProgram, pool)
 	return result.Outcome == "done", err
 }
 

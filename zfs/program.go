@@ -3,6 +3,7 @@ package zfs
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -26,48 +27,9 @@ import (
 // origin marks…. Everything that can stop the destroy is checked before the
 // first snapshot goes: a program that fails halfway keeps what it already
 // destroyed, and a retry would meet the same obstacle with less left.
-const destroyProgram = `
-local argv = (...)["argv"]
-local name, owned, excluded = argv[1], argv[2], argv[3]
-local keep, marks, i = {}, {}, 4
-while argv[i] ~= nil and argv[i] ~= "--" do keep[#keep + 1] = argv[i]; i = i + 1 end
-for k = i + 1, #argv do marks[#marks + 1] = argv[k] end
-if not zfs.exists(name) then return {outcome = "absent"} end
-local kind = zfs.get_prop(name, "type")
-if zfs.get_prop(name, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil) then
-	return {outcome = "not-owned", type = kind}
-end
-for child in zfs.list.children(name) do
-	return {outcome = "blocked", type = kind, reason = "it has a child dataset, " .. child .. ", that the driver did not make"}
-end
-local snapshots, held = {}, false
-for snapshot in zfs.list.snapshots(name) do
-	local holds = zfs.get_prop(snapshot, "userrefs")
-	if holds ~= nil and holds ~= 0 and holds ~= "0" then
-		return {outcome = "blocked", type = kind, reason = "its snapshot " .. snapshot .. " has a user hold (zfs holds " .. snapshot .. "; zfs release)"}
-	end
-	for clone in zfs.list.clones(snapshot) do held = true end
-	for _, property in ipairs(keep) do
-		if zfs.get_prop(snapshot, property) ~= nil then held = true end
-	end
-	snapshots[#snapshots + 1] = snapshot
-end
-if held then return {outcome = "held", type = kind} end
-local origin = zfs.get_prop(name, "origin") or ""
-local marked = false
-if origin ~= "" then
-	for _, property in ipairs(marks) do
-		if zfs.get_prop(origin, property) ~= nil then marked = true end
-	end
-end
-for _, snapshot in ipairs(snapshots) do
-	local err = zfs.sync.destroy(snapshot)
-	if err ~= 0 then return {outcome = "failed", type = kind, errno = err, at = snapshot} end
-end
-local err = zfs.sync.destroy(name)
-if err ~= 0 then return {outcome = "failed", type = kind, errno = err, at = name} end
-return {outcome = "done", type = kind, origin = origin, marked = marked}
-`
+//
+//go:embed programs/destroy.lua
+var destroyProgram string
 
 // snapshotProgram: argv = snapshot, dataset, owned, excluded, unique
 // property, report property, size property, internal property, others…,
@@ -81,98 +43,14 @@ return {outcome = "done", type = kind, origin = origin, marked = marked}
 // its sync calls did, so an earlier run may have left the snapshot without
 // its properties. A snapshot at the requested name that carries neither the
 // unique nor the internal property is that leftover, and gets them now.
-const snapshotProgram = `
-local argv = (...)["argv"]
-if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
-local snapshot, dataset, owned, excluded, unique, report, sizeprop, internal = argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8]
-local others, i = {}, 9
-while argv[i] ~= nil and argv[i] ~= "--" do others[#others + 1] = argv[i]; i = i + 1 end
-local keys, values = {}, {}
-for k = i + 1, #argv, 2 do keys[#keys + 1] = argv[k]; values[#values + 1] = argv[k + 1] end
-local value
-for k = 1, #keys do if keys[k] == unique then value = values[k] end end
-local kind, volsize, refquota
-local function describe(outcome, name, size)
-	kind = kind or zfs.get_prop(dataset, "type")
-	local result = {outcome = outcome, name = name, referenced = zfs.get_prop(name, "referenced"),
-		creation = zfs.get_prop(name, "creation"), type = kind}
-	if kind == "volume" then
-		result.volsize = volsize or zfs.get_prop(dataset, "volsize")
-		result.volblocksize = zfs.get_prop(dataset, "volblocksize")
-	else
-		result.refquota = refquota or zfs.get_prop(dataset, "refquota")
-	end
-	if report ~= "" then result.reported = zfs.get_prop(dataset, report) end
-	if sizeprop ~= "" then result.size = size or zfs.get_prop(name, sizeprop) end
-	return result
-end
-local function carries(name)
-	if zfs.get_prop(name, unique) ~= value then return false end
-	local deferred = zfs.get_prop(name, "defer_destroy")
-	return not (deferred == "on" or deferred == 1 or deferred == true)
-end
-if not zfs.exists(dataset) then return {outcome = "absent"} end
-if zfs.get_prop(dataset, owned) ~= "true" or (excluded ~= "" and zfs.get_prop(dataset, excluded) ~= nil) then
-	return {outcome = "not-owned"}
-end
-for _, other in ipairs(others) do
-	if zfs.exists(other) and carries(other) then
-		if string.sub(other, 1, #dataset + 1) == dataset .. "@" then return describe("present", other) end
-		return describe("taken", other)
-	end
-end
-if zfs.exists(snapshot) then
-	if carries(snapshot) then return describe("present", snapshot) end
-	if zfs.get_prop(snapshot, unique) ~= nil or (internal ~= "" and zfs.get_prop(snapshot, internal) ~= nil) then
-		return {outcome = "failed", errno = 17, at = snapshot}
-	end
-else
-	local err = zfs.sync.snapshot(snapshot)
-	if err ~= 0 then return {outcome = "failed", errno = err, at = snapshot} end
-end
-local size
-if sizeprop ~= "" then
-	-- Read once here, and described from these values below: each read in a
-	-- program looks the dataset up by name again.
-	kind = zfs.get_prop(dataset, "type")
-	if kind == "volume" then
-		volsize = zfs.get_prop(snapshot, "volsize")
-		size = tostring(volsize)
-	else
-		refquota = zfs.get_prop(dataset, "refquota")
-		size = tostring(refquota)
-	end
-	keys[#keys + 1] = sizeprop; values[#values + 1] = size
-end
-for k = 1, #keys do
-	local err = zfs.sync.set_prop(snapshot, keys[k], values[k])
-	if err ~= 0 then
-		zfs.sync.destroy(snapshot)
-		return {outcome = "failed", errno = err, at = snapshot .. " " .. keys[k]}
-	end
-end
-return describe("done", snapshot, size)
-`
+//
+//go:embed programs/snapshot.lua
+var snapshotProgram string
 
 // destroySnapshotProgram: argv = snapshot, named, excluded, report, refused.
-const destroySnapshotProgram = `
-local argv = (...)["argv"]
-local name, named, excluded, report, refused = argv[1], argv[2], argv[3], argv[4], argv[5]
-if not zfs.exists(name) then return {outcome = "absent"} end
-local deferred = zfs.get_prop(name, "defer_destroy")
-if zfs.get_prop(name, named) == nil or (excluded ~= "" and zfs.get_prop(name, excluded) ~= nil)
-	or deferred == "on" or deferred == 1 or deferred == true then
-	return {outcome = "not-owned"}
-end
-if refused ~= nil and refused ~= "" and zfs.get_prop(name, refused) ~= nil then
-	return {outcome = "refused", reported = zfs.get_prop(name, refused)}
-end
-local reported = ""
-if report ~= "" then reported = zfs.get_prop(name, report) or "" end
-local err = zfs.sync.destroy{name, defer = true}
-if err ~= 0 then return {outcome = "failed", errno = err, at = name} end
-return {outcome = "done", reported = reported}
-`
+//
+//go:embed programs/destroy_snapshot.lua
+var destroySnapshotProgram string
 
 // programResult is what the programs above return, as `zfs program -j`
 // prints it: {"return": {...}}.
