@@ -53,6 +53,9 @@ type driverProcess struct {
 	identity   csi.IdentityClient
 	controller csi.ControllerClient
 	node       csi.NodeClient
+	// killsInZFS counts the hard kills (killHard) that found a zfs command
+	// of the daemon running: the kills a crash test is about.
+	killsInZFS int
 }
 
 // pool is the guest's test pool.
