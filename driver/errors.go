@@ -10,7 +10,10 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// zfsCodes maps the typed errors of the zfs package to gRPC codes.
+// zfsCodes maps every typed error of the zfs package (and the context's) to
+// its gRPC code. It is the only such table: a handler that wants its own
+// words wraps the error with %w and still gets its code here.
+// errors_test.go fails when package zfs exports an error without a row.
 var zfsCodes = []struct {
 	err  error
 	code codes.Code
@@ -30,7 +33,18 @@ var zfsCodes = []struct {
 	{zfs.ErrReadOnlyPool, codes.FailedPrecondition},
 	{zfs.ErrCrossPool, codes.InvalidArgument},
 	{zfs.ErrIO, codes.Unavailable},
+	// A bug of ours, never the caller's input.
 	{zfs.ErrProgram, codes.Internal},
+	{zfs.ErrStream, codes.Internal},
+	// The secrets the caller gave do not open the volume: its argument is wrong.
+	{zfs.ErrKeyRejected, codes.InvalidArgument},
+	// The key's state on the host is not what the call needs (the encryption
+	// root moved, a key is or is not loaded); a retry may find it settled.
+	{zfs.ErrKeyLoaded, codes.FailedPrecondition},
+	{zfs.ErrNotEncryptionRoot, codes.FailedPrecondition},
+	{zfs.ErrKeyUnavailable, codes.FailedPrecondition},
+	// This host's ZFS is too old for what was asked; a newer one serves it.
+	{zfs.ErrUnsupported, codes.FailedPrecondition},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }
@@ -45,10 +59,16 @@ func Status(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	code, _ := codeOf(err)
+	return status.Error(code, err.Error())
+}
+
+// codeOf is the code of the first row err matches, or INTERNAL and false.
+func codeOf(err error) (codes.Code, bool) {
 	for _, mapping := range zfsCodes {
 		if errors.Is(err, mapping.err) {
-			return status.Error(mapping.code, err.Error())
+			return mapping.code, true
 		}
 	}
-	return status.Error(codes.Internal, err.Error())
+	return codes.Internal, false
 }

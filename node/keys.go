@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,13 +81,14 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 	if loaded {
 		err = s.zfs.VerifyKey(ctx, root, key)
 	}
+	// The words are the node's; the codes are driver.Status's table.
 	switch {
 	case errors.Is(err, zfs.ErrKeyRejected):
-		return status.Errorf(codes.InvalidArgument, "volume %q: the key in the node-stage secrets does not open it; nothing changed", volume.id)
+		return driver.Status(fmt.Errorf("volume %q: the key in the node-stage secrets does not open it; nothing changed: %w", volume.id, err))
 	case errors.Is(err, zfs.ErrNotEncryptionRoot):
 		// The root moved between the listing and the load (an operator's
 		// zfs promote or change-key): the next attempt reads it afresh.
-		return status.Errorf(codes.FailedPrecondition, "volume %q: its encryption root changed while staging: %v", volume.id, err)
+		return driver.Status(fmt.Errorf("volume %q: its encryption root changed while staging: %w", volume.id, err))
 	}
 	return err
 }
