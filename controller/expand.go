@@ -5,13 +5,16 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // ControllerExpandVolume implements csi.ControllerServer: a dataset's refquota
 // or a zvol's volsize grows (with its reservation, when thick) in one zfs set.
 // Volumes never shrink: a smaller request returns the current size. Only a
-// formatted zvol needs the node to grow its filesystem afterwards.
+// formatted zvol needs the node to grow its filesystem afterwards. A
+// volume_capability the volume cannot serve is INVALID_ARGUMENT, nothing
+// changed.
 func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	defer s.volumesChanged()
 	switch {
@@ -25,6 +28,14 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 		return nil, err
 	}
 	defer release()
+	// The spec's "exceeds capabilities": the CO means to use the volume in a
+	// way it cannot serve (block access to a dataset, another filesystem).
+	// The same rule as ValidateVolumeCapabilities and NodeStage answer by.
+	if capability := req.GetVolumeCapability(); capability != nil {
+		if problem := s.capabilityMismatch(row, capability); problem != "" {
+			return nil, invalid("volume %q: %s", driver.Bounded(req.GetVolumeId()), problem)
+		}
+	}
 	current := capacity(row)
 	granularity := uint64(1)
 	if row.Type == zfs.Volume {
