@@ -39,6 +39,9 @@ type options struct {
 	kubeletDir   string
 	// metricsAddress is where Prometheus metrics are served; "" for nowhere.
 	metricsAddress string
+	// metricsWebConfig is exporter-toolkit's web configuration file (TLS,
+	// basic authentication) for that listener; "" for plain HTTP.
+	metricsWebConfig string
 }
 
 func parseOptions(version string, args []string, stderr io.Writer) (options, error) {
@@ -50,6 +53,7 @@ func parseOptions(version string, args []string, stderr io.Writer) (options, err
 	flags.StringVar(&opts.logLevel, "log-level", envflag.String("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
 	flags.StringVar(&opts.logFormat, "log-format", envflag.String("ZFS_CSI_LOG_FORMAT", "auto"), "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
 	flags.StringVar(&opts.metricsAddress, "metrics-address", envflag.String("ZFS_CSI_METRICS_ADDRESS", ""), "serve Prometheus metrics at http://ADDRESS/metrics; a bare port binds loopback; off when empty [ZFS_CSI_METRICS_ADDRESS]")
+	flags.StringVar(&opts.metricsWebConfig, "metrics-web-config", envflag.String("ZFS_CSI_METRICS_WEB_CONFIG", ""), "Prometheus web configuration file (exporter-toolkit's YAML: TLS, basic auth) for the metrics listener; read again for every connection; plain HTTP when empty [ZFS_CSI_METRICS_WEB_CONFIG]")
 	flags.DurationVar(&opts.reapInterval, "reap-interval", envflag.Duration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
 	allowPoolProperties := &envflag.List{}
 	flags.Var(allowPoolProperties, controller.AllowPoolPropertiesFlag, "a ZFS property that spends the whole pool ("+strings.Join(controller.PoolPropertyNames(), ", ")+") which volume parameters may set; refused otherwise; repeat for several ["+controller.AllowPoolPropertiesEnv+", comma-separated]")
