@@ -16,6 +16,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 // The facts of real ZFS that the zfs package and its fake rely on, checked
@@ -183,4 +184,48 @@ func TestDatasetStatfsIsWhatTheFakeSays(t *testing.T) {
 func lastLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestZFSMountsByItselfWhatTheFakeSays creates filesystems with the
+// properties that decide whether ZFS mounts them by itself, on real ZFS and
+// on the fake, and compares the real `mounted` property with the fake's
+// Mounted: the rule the controller's TestZFSMountsNoVolumeByItself relies on.
+func TestZFSMountsByItselfWhatTheFakeSays(t *testing.T) {
+	parent := testParent(t)
+	fake := zfstest.NewFake(map[string]uint64{pool(): 1 << 30})
+	if err := fake.Create(ctx(t), parent, zfs.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, properties := range map[string][]string{
+		"inherited":   nil,
+		"legacy":      {"mountpoint=legacy"},
+		"none":        {"mountpoint=none"},
+		"noauto":      {"canmount=noauto"},
+		"off":         {"canmount=off"},
+		"a-path":      {"mountpoint=" + filepath.Join(t.TempDir(), "mnt")},
+		"legacy-kids": {"mountpoint=legacy"},
+	} {
+		dataset := parent + "/" + name
+		args, options := []string{"create"}, map[string]string{}
+		for _, property := range properties {
+			args = append(args, "-o", property)
+			key, value, _ := strings.Cut(property, "=")
+			options[key] = value
+		}
+		mustRun(t, "zfs", append(args, dataset)...)
+		if err := fake.Create(ctx(t), dataset, zfs.CreateOptions{Properties: options}); err != nil {
+			t.Fatal(err)
+		}
+		if name == "legacy-kids" { // a child inherits legacy
+			mustRun(t, "zfs", "create", dataset+"/child")
+			if err := fake.Create(ctx(t), dataset+"/child", zfs.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			dataset += "/child"
+		}
+		real := zfsGet(t, "mounted", dataset) == "yes"
+		if got := fake.Mounted(dataset); got != real {
+			t.Errorf("%s (%v): ZFS says mounted=%v, the fake %v", dataset, properties, real, got)
+		}
+	}
 }
