@@ -173,8 +173,9 @@ func TestGroupSnapshotLifecycleOnZFS(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)
 	if groupsRefused(d) {
-		t.Log("group snapshots are refused here (TestGroupSnapshotIsCrashConsistentAcrossVolumes checks the refusal)")
-		return
+		// Visible in the run's summary as a skip, never as a pass.
+		t.Skip("skipped: group snapshots are refused here (ZFS before 2.2 cannot set user properties in a channel program); " +
+			"TestGroupSnapshotIsCrashConsistentAcrossVolumes checks the refusal")
 	}
 	ids, _ := d.blockVolumes("life-", 2)
 	fs := d.createVolume(volumeRequest("life-fs", 32<<20, mountCap(""), nil))
