@@ -23,7 +23,7 @@ type Fake struct {
 	datasets map[string]*fakeDataset
 	clock    time.Time
 	txg      uint64 // each call is a transaction group of its own
-	before22 bool   // programs cannot set properties (PlayBefore22)
+	before22 bool   // PlayBefore22: programs cannot set properties, new zvols get 8 KiB blocks
 	calls    map[string]int
 	failures map[string][]error
 	busy     map[string]bool
@@ -272,6 +272,11 @@ func (f *Fake) Create(ctx context.Context, name string, opts zfs.CreateOptions) 
 	}
 	if err := f.checkNewDataset("create", name, typ, props); err != nil {
 		return err
+	}
+	if _, set := props["volblocksize"]; typ == zfs.Volume && !set {
+		// volblocksize is fixed at creation: the version's default then is
+		// the zvol's for good, whatever the Fake plays later.
+		props["volblocksize"] = strconv.FormatUint(f.defaultVolBlockSize(), 10)
 	}
 	d := &fakeDataset{name: name, typ: typ, volSize: opts.VolSize, props: props}
 	if encrypted {

@@ -151,5 +151,5 @@ func (d *fakeDataset) volBlockSizeOf(f *Fake) uint64 {
 	if volume := f.datasets[datasetOf(d.name)]; volume != nil {
 		return volume.volBlockSize()
 	}
-	return zfs.DefaultVolBlockSize
+	return defaultVolBlockSize22
 }

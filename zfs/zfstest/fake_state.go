@@ -223,7 +223,7 @@ func copyProps(props map[string]string) map[string]string {
 
 func (d *fakeDataset) sizeProp(key string) uint64 {
 	if key == "refreservation" && d.props[key] == "auto" {
-		return zfs.ThickReservation(d.volSize, d.volBlockSize())
+		return thickReservation(d.volSize, d.volBlockSize())
 	}
 	value, _ := strconv.ParseUint(d.props[key], 10, 64)
 	return value
@@ -233,7 +233,24 @@ func (d *fakeDataset) volBlockSize() uint64 {
 	if size := d.sizeProp("volblocksize"); size > 0 {
 		return size
 	}
-	return zfs.DefaultVolBlockSize
+	return defaultVolBlockSize22
+}
+
+// The volblocksize `zfs create -V` gives a zvol when none is asked for:
+// 16 KiB from OpenZFS 2.2 (ZVOL_DEFAULT_BLOCKSIZE, raised in 2.2.0), 8 KiB
+// before. The Fake's own figures, not zfs.DefaultVolBlockSize, so that a
+// change to what the driver assumes cannot change what the Fake does.
+const (
+	defaultVolBlockSize21 = 8 << 10
+	defaultVolBlockSize22 = 16 << 10
+)
+
+// defaultVolBlockSize is the default of the OpenZFS version the Fake plays.
+func (f *Fake) defaultVolBlockSize() uint64 {
+	if f.before22 {
+		return defaultVolBlockSize21
+	}
+	return defaultVolBlockSize22
 }
 
 // reservation is the space held for the dataset whether written or not.
