@@ -7,6 +7,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
 	"github.com/zfs-csi/zfs-csi/cli/daemon"
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/cli/nomadbridge"
 	"github.com/zfs-csi/zfs-csi/cli/report"
 )
@@ -35,7 +37,7 @@ func commands() []command {
 			writeHelp(stdout)
 			return nil
 		}},
-		{"nomad-bridge", "serve Nomad's $CSI_ENDPOINT by forwarding each connection to the daemon's socket", nomadbridge.Run},
+		{"nomad-bridge", "on a Nomad client, serve the daemon's socket in the plugin job's allocations and nowhere else (zfs-csi-nomad.service)", nomadbridge.Run},
 		{"snapshots", "list the snapshots the driver made on this host (read from ZFS)", report.Snapshots},
 		{"status", "pools, parent datasets, capacity, reaper backlog, and whether the daemon and its kubelet registration answer", report.Status},
 		{"volumes", "list the driver's volumes on this host, with where they are staged and published (read from ZFS and the mount table)", report.Volumes},
@@ -54,6 +56,9 @@ func Main(version string, args []string, stdout, stderr io.Writer) int {
 			}
 			if err := command.run(args[1:], stdout, stderr); err != nil {
 				fmt.Fprintf(stderr, "zfs-csi %s: %v\n", command.name, err)
+				if errors.As(err, new(envflag.ConfigError)) {
+					return daemon.ExitConfig
+				}
 				return 1
 			}
 			return 0

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,4 +17,62 @@ func TestHelpListsEveryOperatorCommand(t *testing.T) {
 			t.Errorf("help does not list %s:\n%s", name, out.String())
 		}
 	}
+}
+
+// configFile writes a configuration file and points the operator commands
+// at it.
+func configFile(t *testing.T, contents string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "zfs-csi")
+	if err := os.WriteFile(file, []byte(contents), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ZFS_CSI_CONFIG", file)
+	return file
+}
+
+func TestASettingThatDoesNotParseExits78NamingIt(t *testing.T) {
+	for _, test := range []struct{ variable, value string }{
+		{"ZFS_CSI_KUBERNETES", "yes"},
+		{"ZFS_CSI_REAP_INTERVAL", "5"},
+		{"ZFS_CSI_MAX_VOLUMES_PER_NODE", "ten"},
+	} {
+		t.Run("the daemon with "+test.variable+"="+test.value, func(t *testing.T) {
+			t.Setenv(test.variable, test.value)
+			var stderr bytes.Buffer
+			status := Main("test", []string{"--parent-dataset", "tank/csi", "--endpoint", "unix://" + filepath.Join(t.TempDir(), "s")}, io.Discard, &stderr)
+			if status != 78 || !strings.Contains(stderr.String(), test.variable) {
+				t.Errorf("exit %d, said %q; want 78 naming %s", status, stderr.String(), test.variable)
+			}
+		})
+	}
+	t.Run("an operator command with a bad value in the configuration file", func(t *testing.T) {
+		file := configFile(t, "ZFS_CSI_PARENT_DATASETS=tank/csi\nZFS_CSI_NODE_ID=not a node id\n")
+		var stderr bytes.Buffer
+		status := Main("test", []string{"volumes"}, io.Discard, &stderr)
+		if status != 78 || !strings.Contains(stderr.String(), file) {
+			t.Errorf("exit %d, said %q; want 78 naming %s", status, stderr.String(), file)
+		}
+	})
+}
+
+func TestTheOperatorCommandsReadTheDaemonsConfigurationFile(t *testing.T) {
+	t.Run("without parent datasets anywhere, the error says where it looked", func(t *testing.T) {
+		file := configFile(t, "#ZFS_CSI_PARENT_DATASETS=tank/csi\n")
+		for _, command := range []string{"volumes", "snapshots", "doctor", "status"} {
+			var stderr bytes.Buffer
+			status := Main("test", []string{command}, io.Discard, &stderr)
+			if status != 78 || !strings.Contains(stderr.String(), "parent dataset") || !strings.Contains(stderr.String(), file) {
+				t.Errorf("%s: exit %d, said %q; want 78 naming the parent datasets and %s", command, status, stderr.String(), file)
+			}
+		}
+	})
+	t.Run("the parent datasets the file names are the commands' own", func(t *testing.T) {
+		configFile(t, "ZFS_CSI_PARENT_DATASETS=tank/csi\n")
+		var stderr bytes.Buffer
+		Main("test", []string{"volumes", "--timeout", "1s"}, io.Discard, &stderr)
+		if strings.Contains(stderr.String(), "parent dataset is required") {
+			t.Errorf("volumes did not take the file's parent datasets: %s", stderr.String())
+		}
+	})
 }

@@ -83,6 +83,15 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
+	// The daemon's socket, as its configuration file names it, unless the
+	// command line or the environment says otherwise.
+	source, err := envflag.EnvironmentAndFile(envflag.ConfigFiles()...)
+	if err == nil {
+		err = source.Apply(flags)
+	}
+	if err != nil {
+		return err
+	}
 	if output != "json" && output != "id" {
 		return fmt.Errorf("-o %q: use json or id", output)
 	}
@@ -106,7 +115,6 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	if command.flags != nil {
 		command.flags(commandFlags, parsed)
 	}
-	var err error
 	if parsed.args, err = parseInterleaved(commandFlags, flags.Args()[1:]); err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type options struct {
 	node         node.Options
 	kubernetes   bool // host.go: serve and register in kubeletDir too
 	kubeletDir   string
+	// nomadDataDir is the Nomad client's data_dir, below which Nomad keeps
+	// its staging and per-allocation mount points.
+	nomadDataDir string
 	// metricsAddress is where Prometheus metrics are served; "" for nowhere.
 	metricsAddress string
 	// metricsWebConfig is exporter-toolkit's web configuration file (TLS,
@@ -50,32 +53,45 @@ func parseOptions(version string, args []string, stderr io.Writer) (options, err
 	flags.SetOutput(stderr)
 	finishConfig := envflag.DriverConfig(flags, &opts.Config)
 	envflag.Endpoint(flags, &opts.endpoint)
-	flags.StringVar(&opts.logLevel, "log-level", envflag.String("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
-	flags.StringVar(&opts.logFormat, "log-format", envflag.String("ZFS_CSI_LOG_FORMAT", "auto"), "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
-	flags.StringVar(&opts.metricsAddress, "metrics-address", envflag.String("ZFS_CSI_METRICS_ADDRESS", ""), "serve Prometheus metrics at http://ADDRESS/metrics; a bare port binds loopback; off when empty [ZFS_CSI_METRICS_ADDRESS]")
-	flags.StringVar(&opts.metricsWebConfig, "metrics-web-config", envflag.String("ZFS_CSI_METRICS_WEB_CONFIG", ""), "Prometheus web configuration file (exporter-toolkit's YAML: TLS, basic auth) for the metrics listener; read again for every connection; plain HTTP when empty [ZFS_CSI_METRICS_WEB_CONFIG]")
-	flags.DurationVar(&opts.reapInterval, "reap-interval", envflag.Duration("ZFS_CSI_REAP_INTERVAL", time.Minute), "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
+	flags.StringVar(&opts.logLevel, "log-level", "info", "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
+	flags.StringVar(&opts.logFormat, "log-format", "auto", "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
+	flags.StringVar(&opts.metricsAddress, "metrics-address", "", "serve Prometheus metrics at http://ADDRESS/metrics; a bare port binds loopback; off when empty [ZFS_CSI_METRICS_ADDRESS]")
+	flags.StringVar(&opts.metricsWebConfig, "metrics-web-config", "", "Prometheus web configuration file (exporter-toolkit's YAML: TLS, basic auth) for the metrics listener; read again for every connection; plain HTTP when empty [ZFS_CSI_METRICS_WEB_CONFIG]")
+	flags.DurationVar(&opts.reapInterval, "reap-interval", time.Minute, "how often deleted volumes held by dependents are checked [ZFS_CSI_REAP_INTERVAL]")
 	allowPoolProperties := &envflag.List{}
 	flags.Var(allowPoolProperties, controller.AllowPoolPropertiesFlag, "a ZFS property that spends the whole pool ("+strings.Join(controller.PoolPropertyNames(), ", ")+") which volume parameters may set; refused otherwise; repeat for several ["+controller.AllowPoolPropertiesEnv+", comma-separated]")
-	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", envflag.Int("ZFS_CSI_MAX_VOLUMES_PER_NODE", 0), "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
-	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", envflag.Duration("ZFS_CSI_DEVICE_TIMEOUT", node.DefaultDeviceTimeout), "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
-	flags.BoolVar(&opts.kubernetes, "kubernetes", envflag.Bool("ZFS_CSI_KUBERNETES", false), "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
-	flags.StringVar(&opts.kubeletDir, "kubelet-dir", envflag.String("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory, for --kubernetes [ZFS_CSI_KUBELET_DIR]")
-	flags.DurationVar(&opts.stopTimeout, "stop-timeout", envflag.Duration("ZFS_CSI_STOP_TIMEOUT", 30*time.Second), "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
+	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", 0, "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
+	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", node.DefaultDeviceTimeout, "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
+	flags.BoolVar(&opts.kubernetes, "kubernetes", false, "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
+	flags.StringVar(&opts.kubeletDir, "kubelet-dir", driver.DefaultKubeletDir, "kubelet's root directory: staging and target paths may lie below it; with --kubernetes the socket kubelet finds [ZFS_CSI_KUBELET_DIR]")
+	flags.StringVar(&opts.nomadDataDir, "nomad-data-dir", node.DefaultNomadDataDir, "the Nomad client's data_dir: staging and target paths may lie below it [ZFS_CSI_NOMAD_DATA_DIR]")
+	allowPaths := &envflag.List{}
+	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
+	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
 	if err := flags.Parse(args); err != nil {
 		return opts, err
 	}
 	if flags.NArg() > 0 {
 		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
+	// The environment sets what the command line left alone (systemd put
+	// the unit's EnvironmentFile there); a value that does not parse stops
+	// the daemon naming the variable.
+	if err := finishConfig(envflag.Environment()); err != nil {
+		return opts, err
+	}
 	if opts.node.MaxVolumesPerNode < 0 {
 		return opts, fmt.Errorf("--max-volumes-per-node must not be negative")
 	}
-	opts.AllowedPoolProperties = allowPoolProperties.OrEnv(controller.AllowPoolPropertiesEnv)
+	opts.AllowedPoolProperties = *allowPoolProperties
 	if err := controller.CheckAllowedPoolProperties(opts.AllowedPoolProperties); err != nil {
 		return opts, err
 	}
-	return opts, finishConfig()
+	opts.node.PathRoots = append([]string{opts.kubeletDir, opts.nomadDataDir}, *allowPaths...)
+	if err := node.CheckPathRoots(opts.node.PathRoots); err != nil {
+		return opts, fmt.Errorf("--kubelet-dir, --nomad-data-dir, --allow-paths: %w", err)
+	}
+	return opts, nil
 }
 
 // Run runs the daemon until SIGTERM or SIGINT; version is the binary's.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/zfs-csi/zfs-csi/cli/daemon/kubelet"
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 )
 
@@ -21,6 +22,10 @@ import (
 // keeps systemd from restarting a daemon whose flags or environment are
 // wrong; other failures (a pool not imported yet) are retried.
 const exitConfig = 78
+
+// ExitConfig is the status every command exits with for a configuration
+// error (envflag.ConfigError), the daemon's EX_CONFIG.
+const ExitConfig = exitConfig
 
 // configError marks an error in the daemon's flags or environment.
 type configError struct{ error }
@@ -30,7 +35,7 @@ func (e configError) Unwrap() error { return e.error }
 // ExitCode is the process status for the error Run returned.
 func ExitCode(err error) int {
 	var config configError
-	if errors.As(err, &config) {
+	if errors.As(err, &config) || errors.As(err, new(envflag.ConfigError)) {
 		return exitConfig
 	}
 	return 1

@@ -7,6 +7,7 @@ package envflag
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -61,33 +62,25 @@ func (l *List) Set(value string) error {
 	return nil
 }
 
-// OrEnv is the list given on the command line, or when none was the
-// comma-separated values of the environment variable name (blanks dropped).
-func (l *List) OrEnv(name string) []string {
-	if len(*l) > 0 {
-		return *l
-	}
-	var values []string
-	for _, value := range strings.Split(os.Getenv(name), ",") {
-		if value = strings.TrimSpace(value); value != "" {
-			values = append(values, value)
-		}
-	}
-	return values
-}
-
 // DriverConfig registers the flags that say which datasets are the
-// driver's, shared by the daemon and the operator commands; finish completes
-// cfg after parsing (parents from the environment) and validates it.
-func DriverConfig(flags *flag.FlagSet, cfg *driver.Config) (finish func() error) {
+// driver's, shared by the daemon and the operator commands; finish, after
+// parsing, sets every flag the command line left alone from source (Apply)
+// and validates cfg, saying where the settings were read when one is wrong.
+func DriverConfig(flags *flag.FlagSet, cfg *driver.Config) (finish func(source Source) error) {
 	hostname, _ := os.Hostname()
 	parents := &List{}
-	flags.StringVar(&cfg.DriverName, "driver-name", String("ZFS_CSI_DRIVER_NAME", "zfs.csi.dev"), "CSI driver name [ZFS_CSI_DRIVER_NAME]")
-	flags.StringVar(&cfg.NodeID, "node-id", String("ZFS_CSI_NODE_ID", hostname), "this node's ID [ZFS_CSI_NODE_ID] (default: the hostname)")
+	flags.StringVar(&cfg.DriverName, "driver-name", "zfs.csi.dev", "CSI driver name [ZFS_CSI_DRIVER_NAME]")
+	flags.StringVar(&cfg.NodeID, "node-id", hostname, "this node's ID (default: the hostname) [ZFS_CSI_NODE_ID]")
 	flags.Var(parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
-	return func() error {
-		cfg.ParentDatasets = parents.OrEnv("ZFS_CSI_PARENT_DATASETS")
-		return cfg.Validate()
+	return func(source Source) error {
+		if err := source.Apply(flags); err != nil {
+			return err
+		}
+		cfg.ParentDatasets = *parents
+		if err := cfg.Validate(); err != nil {
+			return ConfigError{fmt.Errorf("%w (%s)", err, source.Describe())}
+		}
+		return nil
 	}
 }
 

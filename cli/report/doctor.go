@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
@@ -19,8 +18,8 @@ var errProblemsFound = errors.New("problems found")
 func Doctor(args []string, stdout, stderr io.Writer) error {
 	coDirs := &envflag.List{}
 	op, err := parseOperator("doctor", args, stdout, stderr, func(flags *flag.FlagSet) {
-		flags.Var(coDirs, "co-dir", "where a container orchestrator stages and publishes volumes; repeat for several "+
-			"[ZFS_CSI_CO_DIRS, comma-separated] (default "+strings.Join(inventory.DefaultCODirs(), ", ")+")")
+		flags.Var(coDirs, "co-dir", "where a container orchestrator stages and publishes volumes; repeat for several (default "+
+			strings.Join(inventory.DefaultCODirs(), ", ")+") [ZFS_CSI_CO_DIRS, comma-separated]")
 	})
 	if err != nil {
 		return err
@@ -28,9 +27,6 @@ func Doctor(args []string, stdout, stderr io.Writer) error {
 	op.host.CODirs = *coDirs
 	if len(*coDirs) == 0 {
 		op.host.CODirs = inventory.DefaultCODirs()
-		if fromEnv := os.Getenv("ZFS_CSI_CO_DIRS"); fromEnv != "" {
-			op.host.CODirs = strings.Split(fromEnv, ",")
-		}
 	}
 	return op.doctor()
 }

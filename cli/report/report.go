@@ -41,7 +41,13 @@ func operatorFlags(flags *flag.FlagSet, stdout io.Writer) (finish func() (*opera
 	flags.StringVar(&op.host.MountInfo, "mountinfo", "/proc/self/mountinfo", "the mount table to read")
 	flags.StringVar(&op.host.DevDir, "dev-dir", "/dev", "where the zvol links are (DIR/zvol/<dataset>)")
 	return func() (*operator, error) {
-		if err := finishConfig(); err != nil {
+		// The operator commands read the daemon's configuration file too,
+		// so that they see what it serves without repeating its settings.
+		source, err := envflag.EnvironmentAndFile(envflag.ConfigFiles()...)
+		if err != nil {
+			return nil, err
+		}
+		if err := finishConfig(source); err != nil {
 			return nil, err
 		}
 		switch *output {

@@ -28,7 +28,7 @@ func Status(args []string, stdout, stderr io.Writer) error {
 	var endpoint, kubeletDir string
 	op, err := parseOperator("status", args, stdout, stderr, func(flags *flag.FlagSet) {
 		envflag.Endpoint(flags, &endpoint)
-		flags.StringVar(&kubeletDir, "kubelet-dir", envflag.String("ZFS_CSI_KUBELET_DIR", driver.DefaultKubeletDir), "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
+		flags.StringVar(&kubeletDir, "kubelet-dir", driver.DefaultKubeletDir, "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
 	})
 	if err != nil {
 		return err
