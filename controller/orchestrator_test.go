@@ -134,6 +134,11 @@ func TestCreateSnapshotRetriedAfterAnInterruptedProgramConverges(t *testing.T) {
 		volume := h.create(createRequest("v", 1<<30, mountCapability("")))
 		dataset := datasetOf(t, volume.GetVolumeId())
 		leftover := dataset + "@" + h.server.namer.SnapshotComponent("s")
+		// The run marked the volume before its snapshot, and was cut off
+		// before the properties (and before it took the mark away).
+		if err := h.fake.Set(context.Background(), dataset, map[string]string{h.server.props.Snapshotting: "s"}); err != nil {
+			t.Fatal(err)
+		}
 		if err := h.fake.Snapshot(context.Background(), leftover, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -85,7 +85,7 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
 		Guard:      s.owner.VolumeGuard(),
 		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType,
-		SizeProperty: s.props.Size, Internal: s.props.Internal})
+		SizeProperty: s.props.Size, Internal: s.props.Internal, Pending: s.props.Snapshotting})
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		return nil, volumeNotFound(req.GetSourceVolumeId(), err)
@@ -124,21 +124,21 @@ func notThisSnapshot(snapshot, name string) error {
 	return status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, driver.Bounded(name))
 }
 
-// snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates) and a
-// zfs snapshot.
+// snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates), then
+// the guarded snapshot (on ZFS 2.2 and later: two commands, as the plain
+// snapshot it replaces), or a zfs snapshot and a read of it.
 func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequest, dataset, snapshot string) (*csi.CreateSnapshotResponse, error) {
 	rows, err := s.snapshotCandidates(ctx, dataset, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	var source, leftover *zfs.Dataset
+	var source *zfs.Dataset
 	for i, row := range rows {
 		if row.Name == dataset && s.owner.LiveVolume(row) {
 			source = &rows[i]
 		}
-		if row.Name == snapshot && row.User[s.props.SnapshotName] == "" && row.User[s.props.Internal] == "" && !row.DeferDestroy {
-			leftover = &rows[i] // what an interrupted snapshot program left (zfs.SnapshotRequest.Internal)
-		}
+		// Before the source's state: a retry after the volume was deleted
+		// (kept by this very snapshot) answers with what it cut.
 		if s.owner.LiveSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
 			if !strings.HasPrefix(row.Name, dataset+"@") {
 				return nil, takenElsewhere(req.GetName(), row.Name)
@@ -149,20 +149,21 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	if source == nil {
 		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
 	}
-	// ZFS stamps creation in whole seconds when the snapshot's transaction
-	// group syncs, which is after this instant.
-	created := time.Now().Truncate(time.Second)
-	// The dataset lock keeps expansions of the volume off until it is made.
-	size := bytesString(capacity(*source))
-	properties := map[string]string{s.props.SnapshotName: req.GetName(), s.props.Size: size}
-	if leftover != nil {
-		if err := s.zfs.Set(ctx, snapshot, properties); err != nil {
-			return nil, err
+	if !s.noGuardedSnapshots.Load() {
+		// The listing found the name free everywhere: the program needs no
+		// others. It takes over only its own interrupted run's leftover, and
+		// reports the creation time ZFS recorded.
+		response, err := s.snapshotGuarded(ctx, req, snapshot, "")
+		if !errors.Is(err, zfs.ErrUnsupported) {
+			return response, err
 		}
-		s.snapshots.add(req.GetName(), snapshot)
-		leftover.User = properties
-		return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(*leftover)}, nil
+		s.noGuardedSnapshots.Store(true)
+		s.log.Info().Msg("this ZFS has no zfs.sync.set_prop (OpenZFS < 2.2): CreateSnapshot lists, then snapshots")
 	}
+	// Before 2.2 `zfs snapshot -o` sets the properties with the snapshot, so
+	// no run leaves one bare; one at the name is someone else's. The dataset
+	// lock keeps expansions of the volume off until it is made.
+	properties := map[string]string{s.props.SnapshotName: req.GetName(), s.props.Size: bytesString(capacity(*source))}
 	err = s.zfs.Snapshot(ctx, snapshot, properties)
 	if errors.Is(err, zfs.ErrExists) {
 		return nil, notThisSnapshot(snapshot, req.GetName())
@@ -171,10 +172,13 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 		return nil, err
 	}
 	s.snapshots.add(req.GetName(), snapshot)
-	row := zfs.Dataset{Name: snapshot, Type: zfs.Snapshot, Referenced: source.Referenced, Creation: created,
-		User: map[string]string{s.props.Size: size}}
-	if source.Type == zfs.Volume {
-		row.VolSize = source.VolSize
+	// creation_time is what ZFS recorded (it stamps the snapshot when its
+	// transaction group syncs), so that this answer and every later
+	// GetSnapshot and ListSnapshots agree: one zfs list more, on ZFS before
+	// 2.2 only, where the guarded program that reports it cannot run.
+	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
+	if err != nil {
+		return nil, err
 	}
 	return &csi.CreateSnapshotResponse{Snapshot: s.csiSnapshot(row)}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -354,4 +355,93 @@ func TestListVolumesPagination(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The ways CreateSnapshot runs: before the index's first listing (a zfs list,
+// then the guarded program), after it (the program alone), and on ZFS before
+// 2.2 (a zfs list and a zfs snapshot).
+func snapshotPaths(t *testing.T) map[string]*harness {
+	old := warmHarness(t)
+	old.fake.FailNext("SnapshotGuarded", fmt.Errorf("zfs program: %w", zfs.ErrUnsupported))
+	return map[string]*harness{"cold": newHarness(t), "warm": warmHarness(t), "before 2.2": old}
+}
+
+// A CO that lost the reply retries after the volume was deleted (kept,
+// marked, by this very snapshot): the snapshot was cut, so the answer is it.
+func TestCreateSnapshotRetriedAfterItsVolumeWasDeletedAnswersWithTheSnapshot(t *testing.T) {
+	for path, h := range snapshotPaths(t) {
+		t.Run(path, func(t *testing.T) {
+			volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+			snapshot := h.snapshot("s", volume.GetVolumeId())
+			h.deleteVolume(volume.GetVolumeId())
+			before := h.fake.Names()
+			again, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: volume.GetVolumeId()})
+			if err != nil || again.GetSnapshot().GetSnapshotId() != snapshot.GetSnapshotId() ||
+				!again.GetSnapshot().GetCreationTime().AsTime().Equal(snapshot.GetCreationTime().AsTime()) {
+				t.Fatalf("retry: %v, %v; want %v", again, err, snapshot)
+			}
+			_, err = h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "new", SourceVolumeId: volume.GetVolumeId()})
+			if code(err) != codes.NotFound {
+				t.Errorf("a new snapshot of the deleted volume: got %v, want NotFound", err)
+			}
+			if after := h.fake.Names(); !slices.Equal(before, after) {
+				t.Errorf("datasets changed: %v → %v", before, after)
+			}
+		})
+	}
+}
+
+// creation_time is what ZFS recorded, so that CreateSnapshot, GetSnapshot and
+// ListSnapshots tell the same time.
+func TestSnapshotCreationTimeIsWhatZFSRecorded(t *testing.T) {
+	for path, h := range snapshotPaths(t) {
+		t.Run(path, func(t *testing.T) {
+			volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+			made := h.snapshot("s", volume.GetVolumeId())
+			_, name, _ := strings.Cut(made.GetSnapshotId(), ":")
+			recorded := h.dataset(name).Creation
+			got, err := h.server.GetSnapshot(context.Background(), &csi.GetSnapshotRequest{SnapshotId: made.GetSnapshotId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			listed, err := h.server.ListSnapshots(context.Background(), &csi.ListSnapshotsRequest{SnapshotId: made.GetSnapshotId()})
+			if err != nil || len(listed.GetEntries()) != 1 {
+				t.Fatalf("ListSnapshots: %v, %v", listed, err)
+			}
+			for what, at := range map[string]time.Time{"CreateSnapshot": made.GetCreationTime().AsTime(),
+				"GetSnapshot":   got.GetSnapshot().GetCreationTime().AsTime(),
+				"ListSnapshots": listed.GetEntries()[0].GetSnapshot().GetCreationTime().AsTime()} {
+				if !at.Equal(recorded) {
+					t.Errorf("%s says %s, ZFS recorded %s", what, at, recorded)
+				}
+			}
+		})
+	}
+}
+
+// Only the driver's own interrupted run is taken over (it marks the volume
+// before it snapshots). A snapshot an operator made that happens to have the
+// name the CSI name maps to is not the CO's: ALREADY_EXISTS, the spec's
+// answer for a name that cannot be had as asked (the CO must use another
+// name), and the operator's snapshot stays as it was, no CSI name on it.
+func TestCreateSnapshotDoesNotTakeOverAnOperatorsSnapshotOfTheName(t *testing.T) {
+	for path, h := range snapshotPaths(t) {
+		t.Run(path, func(t *testing.T) {
+			volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+			operators := datasetOf(t, volume.GetVolumeId()) + "@" + h.server.namer.SnapshotComponent("s")
+			if err := h.fake.Snapshot(context.Background(), operators, nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: volume.GetVolumeId()})
+			if code(err) != codes.AlreadyExists {
+				t.Errorf("got %v, want AlreadyExists", err)
+			}
+			if user := h.dataset(operators).User; user[h.props.SnapshotName] != "" || user[h.props.Size] != "" {
+				t.Errorf("the operator's snapshot was marked: %v", user)
+			}
+			if ids := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(ids) != 0 {
+				t.Errorf("listed %v", ids)
+			}
+		})
+	}
 }

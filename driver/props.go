@@ -18,6 +18,10 @@ type UserProps struct {
 	Internal     string // "true" on snapshots made only to clone a volume from a volume
 	Size         string // on snapshots: the volume's size when it was taken, the least a restore needs
 	Group        string // on a group snapshot's members: the group's CSI name
+	// Snapshotting is on a volume only while a snapshot program runs (the
+	// snapshot's CSI name, or the group's): a snapshot that an interrupted
+	// run left without its properties is known by it (zfs.SnapshotRequest.Pending).
+	Snapshotting string
 	PVCName      string
 	PVCNamespace string
 	PVName       string
@@ -28,7 +32,7 @@ func NewUserProps(driverName string) UserProps {
 	p := strings.ToLower(driverName) + ":"
 	return UserProps{
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
-		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size", Group: p + "group",
+		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size", Group: p + "group", Snapshotting: p + "snapshotting",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }

@@ -110,11 +110,16 @@ type SnapshotRequest struct {
 	// Present snapshot; empty for none.
 	SizeProperty string
 	// Internal is a user property marking snapshots that are not this
-	// request's to take over. A snapshot at Name that carries neither it nor
-	// Unique is what an interrupted earlier call left (a signal can end a
-	// program between its snapshot and its properties): it gets the
-	// properties instead of failing with ErrExists.
+	// request's to take over.
 	Internal string
+	// Pending is a user property the dataset carries, with the unique
+	// value, from just before the snapshot is made until its properties are
+	// set (a signal can end a program between the two). A snapshot at Name
+	// that carries neither Unique nor Internal is taken over (it gets the
+	// properties) only while the dataset carries Pending with this value:
+	// what an interrupted earlier call left. Any other is ErrExists. Empty:
+	// nothing is ever taken over.
+	Pending string
 }
 
 // SnapshotResult describes a SnapshotGuarded call.
@@ -165,9 +170,12 @@ type Guarded interface {
 	// (mounted, or a zvol held open).
 	DestroyGuarded(ctx context.Context, req DestroyRequest) (DestroyResult, error)
 	// SnapshotGuarded makes a snapshot with its properties when the dataset
-	// passes the guard and the unique value is free. ErrNotFound when the
-	// dataset does not exist, ErrExists when a snapshot of that name exists
-	// without the value, ErrUnsupported (nothing changed) on ZFS before 2.2.
+	// passes the guard and the unique value is free. A snapshot already
+	// carrying the value is Present when the dataset carries Guard.Owned,
+	// whatever Guard.Excluded says (a retry after the volume was deleted).
+	// ErrNotFound when the dataset does not exist, ErrExists when a snapshot
+	// of that name exists without the value (see Pending), ErrUnsupported
+	// (nothing changed) on ZFS before 2.2.
 	SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error)
 	// DestroySnapshotGuarded destroys a snapshot as `zfs destroy -d` does (at
 	// once, or with its last clone) when it carries req.Named, does not carry

@@ -32,8 +32,8 @@ import (
 var destroyProgram string
 
 // snapshotProgram: argv = snapshot, dataset, owned, excluded, unique
-// property, report property, size property, internal property, others…,
-// "--", then property, value pairs.
+// property, report property, size property, internal property, pending
+// property, others…, "--", then property, value pairs.
 //
 // It reads the requested name and the others the caller names, never the
 // dataset's list of snapshots: its cost does not grow with their number.
@@ -41,8 +41,11 @@ var destroyProgram string
 // A program is not all-or-nothing: a signal to zfs program (the daemon
 // killed, or its deadline) ends it between two instructions and keeps what
 // its sync calls did, so an earlier run may have left the snapshot without
-// its properties. A snapshot at the requested name that carries neither the
-// unique nor the internal property is that leftover, and gets them now.
+// its properties. The dataset carries the pending property, with the unique
+// value, from before the snapshot until its properties are set: a snapshot
+// at the requested name without them is that run's leftover, and gets them
+// now, only while the dataset carries that mark. Any other snapshot at the
+// name is someone else's (an operator's): ErrExists, untouched.
 //
 //go:embed programs/snapshot.lua
 var snapshotProgram string
@@ -161,7 +164,7 @@ func (e *Exec) SnapshotGuarded(ctx context.Context, req SnapshotRequest) (Snapsh
 		return SnapshotResult{}, fmt.Errorf("SnapshotGuarded %q: %w: the unique property %q is not among the properties", req.Name, ErrInvalid, req.Unique)
 	}
 	args := append([]string{req.Name, dataset, req.Guard.Owned, req.Guard.Excluded, req.Unique, req.Report,
-		req.SizeProperty, req.Internal}, req.Others...)
+		req.SizeProperty, req.Internal, req.Pending}, req.Others...)
 	args = append(args, "--")
 	keys := make([]string, 0, len(req.Properties))
 	for key := range req.Properties {

@@ -86,7 +86,7 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 	exec := NewExec(ExecConfig{OnCommand: func(subcommand string, _ time.Duration, _ error) { labels = append(labels, subcommand) }})
 	result, err := exec.SnapshotGuarded(context.Background(), SnapshotRequest{Name: "tank/csi/v@s",
 		Properties: map[string]string{"x:snapshot-name": "my snap", "x:b": "2"}, Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"},
-		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}, Report: "x:fstype", SizeProperty: "x:size", Internal: "x:internal"})
+		Unique: "x:snapshot-name", Others: []string{"tank/csi/w@t"}, Report: "x:fstype", SizeProperty: "x:size", Internal: "x:internal", Pending: "x:snapshotting"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestSnapshotGuardedPassesItsRequestAndReadsTheSnapshot(t *testing.T) {
 		t.Errorf("the snapshotted volume as the program saw it: got %+v (snapshot volsize %d)", v, result.Snapshot.VolSize)
 	}
 	wantArgv := []string{"program", "-j", "--", "tank", "-", "tank/csi/v@s", "tank/csi/v", "x:managed", "x:deleted", "x:snapshot-name", "x:fstype",
-		"x:size", "x:internal", "tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
+		"x:size", "x:internal", "x:snapshotting", "tank/csi/w@t", "--", "x:b", "2", "x:snapshot-name", "my snap"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, wantArgv) {
 		t.Errorf("argv %q, want %q", got, wantArgv)
 	}

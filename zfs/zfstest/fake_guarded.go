@@ -96,7 +96,8 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req zfs.SnapshotRequest) (zf
 	if !ok || d.typ == zfs.Snapshot {
 		return zfs.SnapshotResult{}, f.fail("program", dataset, zfs.ErrNotFound)
 	}
-	if !f.passes(d, req.Guard) {
+	// The managed mark first; the excluded one stops only a change.
+	if f.inherited(d, req.Guard.Owned) != "true" {
 		return zfs.SnapshotResult{Outcome: zfs.NotOwned}, nil
 	}
 	carries := func(name string) bool {
@@ -117,9 +118,15 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req zfs.SnapshotRequest) (zf
 	if carries(req.Name) {
 		return present(req.Name), nil
 	}
+	if !f.passes(d, req.Guard) {
+		return zfs.SnapshotResult{Outcome: zfs.NotOwned}, nil
+	}
 	snapshot, exists := f.datasets[req.Name]
 	switch {
-	case exists && (f.inherited(snapshot, req.Unique) != "" || (req.Internal != "" && f.inherited(snapshot, req.Internal) != "")):
+	case exists && (req.Pending == "" || f.inherited(d, req.Pending) != value || f.inherited(snapshot, req.Unique) != "" ||
+		(req.Internal != "" && f.inherited(snapshot, req.Internal) != "")):
+		// Not what an interrupted run of this request left (it marks the
+		// dataset before it snapshots): someone else's.
 		return zfs.SnapshotResult{}, f.fail("program", req.Name, zfs.ErrExists)
 	case !exists:
 		if err := checkName(req.Name); err != nil {
@@ -135,6 +142,7 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req zfs.SnapshotRequest) (zf
 	for key, value := range req.Properties {
 		snapshot.props[key] = value
 	}
+	delete(d.props, req.Pending) // the program's mark goes when the properties are set
 	if req.SizeProperty != "" {
 		size := d.sizeProp("refquota")
 		if d.typ == zfs.Volume {
