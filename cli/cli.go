@@ -8,6 +8,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -33,42 +34,126 @@ func commands() []command {
 	return []command{
 		{"ctl", "call the daemon's CSI services (create-volume, stage, publish, list-snapshots, …) and print the response as JSON", ctl.Run},
 		{"doctor", "look for what the driver cannot repair by itself and say what to do; exits 1 when it finds something", report.Doctor},
-		{"help", "list the subcommands", func(_ []string, stdout, _ io.Writer) error {
+		{"help", "list the subcommands (zfs-csi --help also lists the daemon's flags)", func(_ []string, stdout, _ io.Writer) error {
 			writeHelp(stdout)
 			return nil
 		}},
 		{"nomad-bridge", "on a Nomad client, serve the daemon's socket in the plugin job's allocations and nowhere else (zfs-csi-nomad.service)", nomadbridge.Run},
 		{"snapshots", "list the snapshots the driver made on this host (read from ZFS)", report.Snapshots},
 		{"status", "pools, parent datasets, capacity, reaper backlog, and whether the daemon and its kubelet registration answer", report.Status},
+		{"version", "print the version", nil},
 		{"volumes", "list the driver's volumes on this host, with where they are staged and published (read from ZFS and the mount table)", report.Volumes},
 	}
 }
 
+// Exit statuses besides 0, 1 (the command failed) and daemon.ExitConfig.
+const (
+	// exitUsage: the command line names no command zfs-csi has.
+	exitUsage = 2
+)
+
 // Main runs the subcommand args name, or the daemon when args name none (or
 // "serve"), and returns the process's exit status. version is the binary's.
 func Main(version string, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "serve" {
+	switch {
+	case len(args) == 0:
+	case args[0] == "serve":
 		args = args[1:]
-	} else if len(args) > 0 {
-		for _, command := range commands() {
-			if command.name != args[0] {
-				continue
-			}
-			if err := command.run(args[1:], stdout, stderr); err != nil {
-				fmt.Fprintf(stderr, "zfs-csi %s: %v\n", command.name, err)
-				if errors.As(err, new(envflag.ConfigError)) {
-					return daemon.ExitConfig
-				}
-				return 1
-			}
-			return 0
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		writeHelp(stdout)
+		fmt.Fprintln(stdout, "\nThe daemon's flags (each also read from the variable in brackets):")
+		flags := daemon.Flags()
+		flags.SetOutput(stdout)
+		flags.PrintDefaults()
+		return 0
+	case args[0] == "version" || args[0] == "--version" || args[0] == "-version":
+		fmt.Fprintln(stdout, "zfs-csi", version)
+		return 0
+	case strings.HasPrefix(args[0], "-"):
+	default:
+		command, ok := findCommand(args[0])
+		if !ok {
+			fmt.Fprintf(stderr, "zfs-csi: unknown command %q%s; zfs-csi help lists the commands\n", args[0], suggestion(args[0]))
+			return exitUsage
 		}
+		return exitStatus(command.name, command.run(args[1:], stdout, stderr), stderr)
 	}
 	if err := daemon.Run(version, args, stderr); err != nil {
 		fmt.Fprintln(stderr, "zfs-csi:", err)
 		return daemon.ExitCode(err)
 	}
 	return 0
+}
+
+func findCommand(name string) (command, bool) {
+	for _, command := range commands() {
+		if command.name == name {
+			return command, true
+		}
+	}
+	return command{}, false
+}
+
+// exitStatus reports a command's error and gives the status it exits with:
+// 0 for none or for -h (the help was what was asked), daemon.ExitConfig for
+// a setting that does not parse, the status an error carries (doctor's
+// findings), 1 otherwise.
+func exitStatus(name string, err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(stderr, "zfs-csi %s: %v\n", name, err)
+	var status interface{ ExitStatus() int }
+	switch {
+	case errors.As(err, new(envflag.ConfigError)):
+		return daemon.ExitConfig
+	case errors.As(err, &status):
+		return status.ExitStatus()
+	}
+	return 1
+}
+
+// suggestion names the command nearest to a mistyped one, if one is near.
+func suggestion(typed string) string {
+	best, bestDistance := "", 3
+	for _, name := range append([]string{"serve"}, commandNames()...) {
+		if distance := editDistance(typed, name); distance < bestDistance || strings.HasPrefix(name, typed) && len(typed) > 1 {
+			best, bestDistance = name, min(distance, bestDistance)
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func commandNames() []string {
+	var names []string
+	for _, command := range commands() {
+		names = append(names, command.name)
+	}
+	return names
+}
+
+// editDistance is the Levenshtein distance of two short words.
+func editDistance(a, b string) int {
+	previous := make([]int, len(b)+1)
+	for j := range previous {
+		previous[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		current := make([]int, len(b)+1)
+		current[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			current[j] = min(previous[j]+1, current[j-1]+1, previous[j-1]+cost)
+		}
+		previous = current
+	}
+	return previous[len(b)]
 }
 
 // writeHelp lists the daemon's invocation and every subcommand with its summary.

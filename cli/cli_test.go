@@ -76,3 +76,60 @@ func TestTheOperatorCommandsReadTheDaemonsConfigurationFile(t *testing.T) {
 		}
 	})
 }
+
+func TestTheCommandLineOfADailyTool(t *testing.T) {
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		status := Main("v1.2.3", args, &stdout, &stderr)
+		return status, stdout.String(), stderr.String()
+	}
+	t.Run("--help lists the subcommands and the daemon's flags, and exits 0", func(t *testing.T) {
+		for _, flag := range []string{"--help", "-h"} {
+			status, out, _ := run(flag)
+			if status != 0 || !strings.Contains(out, "\n  volumes ") || !strings.Contains(out, "-parent-dataset") {
+				t.Errorf("%s: exit %d, printed %q", flag, status, out)
+			}
+		}
+	})
+	t.Run("version prints the version", func(t *testing.T) {
+		for _, args := range [][]string{{"version"}, {"--version"}} {
+			if status, out, _ := run(args...); status != 0 || strings.TrimSpace(out) != "zfs-csi v1.2.3" {
+				t.Errorf("%v: exit %d, printed %q", args, status, out)
+			}
+		}
+	})
+	t.Run("-h of every command exits 0", func(t *testing.T) {
+		for _, name := range []string{"ctl", "doctor", "snapshots", "status", "volumes", "nomad-bridge"} {
+			if status, _, errOut := run(name, "-h"); status != 0 {
+				t.Errorf("%s -h: exit %d: %s", name, status, errOut)
+			}
+		}
+	})
+	t.Run("an unknown command suggests the nearest and exits 2", func(t *testing.T) {
+		for typed, want := range map[string]string{"volume": "volumes", "snapshot": "snapshots", "doctr": "doctor", "stats": "status"} {
+			status, _, errOut := run(typed)
+			if status != exitUsage || !strings.Contains(errOut, `did you mean "`+want+`"`) {
+				t.Errorf("%s: exit %d, said %q; want 2 suggesting %s", typed, status, errOut, want)
+			}
+		}
+		if status, _, errOut := run("frobnicate"); status != exitUsage || strings.Contains(errOut, "did you mean") {
+			t.Errorf("frobnicate: exit %d, said %q", status, errOut)
+		}
+	})
+	t.Run("ctl says what to do when the socket is missing", func(t *testing.T) {
+		socket := filepath.Join(t.TempDir(), "csi.sock")
+		status, _, errOut := run("ctl", "--endpoint", "unix://"+socket, "probe")
+		if status != 1 || !strings.Contains(errOut, "is the daemon running?") {
+			t.Errorf("exit %d, said %q", status, errOut)
+		}
+	})
+}
+
+func TestDoctorTellsFindingsFromNotLooking(t *testing.T) {
+	// No ZFS here (or no pool of that name): doctor cannot look.
+	configFile(t, "ZFS_CSI_PARENT_DATASETS=zfs-csi-test-no-such-pool/csi\n")
+	var stderr bytes.Buffer
+	if status := Main("test", []string{"doctor", "--timeout", "5s"}, io.Discard, &stderr); status != 2 {
+		t.Errorf("doctor that could not read ZFS exited %d (%s), want 2: 1 means it found problems", status, stderr.String())
+	}
+}

@@ -8,12 +8,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -122,6 +125,9 @@ func Run(args []string, stdout, stderr io.Writer) error {
 		commandFlags.Usage()
 		return fmt.Errorf("%s takes %d arguments, got %d", name, command.args, len(parsed.args))
 	}
+	if err := reachable(endpoint); err != nil {
+		return err
+	}
 	conn, err := Dial(endpoint)
 	if err != nil {
 		return err
@@ -158,6 +164,29 @@ func printUsage(flags *flag.FlagSet) {
 	}
 	fmt.Fprintln(out, "\"zfs-csi ctl COMMAND -h\" tells a command's flags. Sizes take K, M, G, T (or Ki, Mi, Gi, Ti): powers of 1024.")
 	flags.PrintDefaults()
+}
+
+// reachable connects to the socket once, so that the common reasons a call
+// cannot reach the daemon are told with what to do, not as gRPC's
+// "connection error" (which the call would otherwise give after retrying).
+func reachable(endpoint string) error {
+	path, err := driver.SocketPath(endpoint)
+	if err != nil {
+		return err
+	}
+	conn, err := net.DialTimeout("unix", path, 5*time.Second)
+	switch {
+	case err == nil:
+		return conn.Close()
+	case errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("no socket at %s: is the daemon running? (systemctl status zfs-csi; journalctl -u zfs-csi) "+
+			"Another socket: --endpoint or CSI_ENDPOINT", path)
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("permission denied on %s: only root may use the daemon's socket (it controls every volume on the host); run ctl as root (sudo)", path)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("nothing serves %s (a socket left behind by a daemon that stopped): is the daemon running? (systemctl status zfs-csi)", path)
+	}
+	return fmt.Errorf("cannot reach the daemon at %s: %w", path, err)
 }
 
 // Dial connects to a CSI unix socket (unix:///path, unix:/path or /path).

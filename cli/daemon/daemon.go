@@ -47,10 +47,30 @@ type options struct {
 	metricsWebConfig string
 }
 
+// Flags is the daemon's flag set, for the help and the manual page, which
+// are made from it so that they cannot drift from what the daemon takes.
+func Flags() *flag.FlagSet {
+	flags, _ := declareFlags(&options{})
+	return flags
+}
+
 func parseOptions(version string, args []string, stderr io.Writer) (options, error) {
 	opts := options{Config: driver.Config{Version: version}}
-	flags := flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
+	flags, finish := declareFlags(&opts)
 	flags.SetOutput(stderr)
+	if err := flags.Parse(args); err != nil {
+		return opts, err
+	}
+	if flags.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	return opts, finish()
+}
+
+// declareFlags declares the daemon's flags into opts; finish, after
+// parsing, completes and checks opts.
+func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
+	flags = flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
 	finishConfig := envflag.DriverConfig(flags, &opts.Config)
 	envflag.Endpoint(flags, &opts.endpoint)
 	flags.StringVar(&opts.logLevel, "log-level", "info", "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
@@ -68,30 +88,26 @@ func parseOptions(version string, args []string, stderr io.Writer) (options, err
 	allowPaths := &envflag.List{}
 	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
-	if err := flags.Parse(args); err != nil {
-		return opts, err
+	return flags, func() error {
+		// The environment sets what the command line left alone (systemd
+		// put the unit's EnvironmentFile there); a value that does not
+		// parse stops the daemon naming the variable.
+		if err := finishConfig(envflag.Environment()); err != nil {
+			return err
+		}
+		if opts.node.MaxVolumesPerNode < 0 {
+			return fmt.Errorf("--max-volumes-per-node must not be negative")
+		}
+		opts.AllowedPoolProperties = *allowPoolProperties
+		if err := controller.CheckAllowedPoolProperties(opts.AllowedPoolProperties); err != nil {
+			return err
+		}
+		opts.node.PathRoots = append([]string{opts.kubeletDir, opts.nomadDataDir}, *allowPaths...)
+		if err := node.CheckPathRoots(opts.node.PathRoots); err != nil {
+			return fmt.Errorf("--kubelet-dir, --nomad-data-dir, --allow-paths: %w", err)
+		}
+		return nil
 	}
-	if flags.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
-	}
-	// The environment sets what the command line left alone (systemd put
-	// the unit's EnvironmentFile there); a value that does not parse stops
-	// the daemon naming the variable.
-	if err := finishConfig(envflag.Environment()); err != nil {
-		return opts, err
-	}
-	if opts.node.MaxVolumesPerNode < 0 {
-		return opts, fmt.Errorf("--max-volumes-per-node must not be negative")
-	}
-	opts.AllowedPoolProperties = *allowPoolProperties
-	if err := controller.CheckAllowedPoolProperties(opts.AllowedPoolProperties); err != nil {
-		return opts, err
-	}
-	opts.node.PathRoots = append([]string{opts.kubeletDir, opts.nomadDataDir}, *allowPaths...)
-	if err := node.CheckPathRoots(opts.node.PathRoots); err != nil {
-		return opts, fmt.Errorf("--kubelet-dir, --nomad-data-dir, --allow-paths: %w", err)
-	}
-	return opts, nil
 }
 
 // Run runs the daemon until SIGTERM or SIGINT; version is the binary's.

@@ -14,7 +14,8 @@ import (
 // errProblemsFound makes doctor exit non-zero after printing its findings.
 var errProblemsFound = errors.New("problems found")
 
-// Doctor is `zfs-csi doctor`: its findings, and an error when there are any.
+// Doctor is `zfs-csi doctor`: its findings, and an error when there are any
+// (exit status 1), or when it could not look (DoctorCouldNotLook).
 func Doctor(args []string, stdout, stderr io.Writer) error {
 	coDirs := &envflag.List{}
 	op, err := parseOperator("doctor", args, stdout, stderr, func(flags *flag.FlagSet) {
@@ -28,8 +29,24 @@ func Doctor(args []string, stdout, stderr io.Writer) error {
 	if len(*coDirs) == 0 {
 		op.host.CODirs = inventory.DefaultCODirs()
 	}
-	return op.doctor()
+	if err := op.doctor(); err != nil && !errors.Is(err, errProblemsFound) {
+		return couldNotLook{err}
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
+
+// DoctorCouldNotLook is doctor's exit status when it could not look (ZFS
+// or the mount table could not be read): a monitoring check must tell that
+// from findings (status 1).
+const DoctorCouldNotLook = 2
+
+// couldNotLook is an error that kept doctor from looking.
+type couldNotLook struct{ error }
+
+func (e couldNotLook) Unwrap() error   { return e.error }
+func (e couldNotLook) ExitStatus() int { return DoctorCouldNotLook }
 
 func (op *operator) doctor() error {
 	inv, err := op.read()
