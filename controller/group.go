@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -85,10 +86,14 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 			parents = append(parents, parent)
 		}
 	}
-	snapshot := s.namer.SnapshotComponent(req.GetName())
+	snapshot := s.groupComponent(req.GetName())
+	if legacy := s.namer.SnapshotComponent(req.GetName()); s.indexedAt(req.GetName()+"/"+datasets[0]) == datasets[0]+"@"+legacy {
+		snapshot = legacy // a group made before group names had their own name space: the same call finds it
+	}
 	result, err := s.zfs.SnapshotGroup(ctx, zfs.GroupSnapshotRequest{Datasets: datasets, Snapshot: snapshot,
 		Guard: s.owner.VolumeGuard(), Group: s.props.Group, Name: req.GetName(), Named: s.props.SnapshotName,
-		SizeProperty: s.props.Size, Others: others, Parents: parents})
+		SizeProperty: s.props.Size, CountProperty: s.props.GroupMembers, Pending: s.props.Snapshotting,
+		Others: others, Parents: parents})
 	switch {
 	case errors.Is(err, zfs.ErrUnsupported):
 		return nil, status.Errorf(codes.FailedPrecondition,
@@ -118,6 +123,24 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		}
 	}
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: group}, nil
+}
+
+// groupNameSpace starts the name a group's members are named by: NUL is in
+// no CSI name (the spec bans U+0000), so no snapshot's name is ever
+// "group\x00…", and the Namer, injective, maps it to a component that no
+// snapshot's name maps to (sanitised and hashed: the NUL is never stored).
+// A group "x" after a snapshot "x" of one of its volumes is then no clash.
+const groupNameSpace = "group\x00"
+
+// groupComponent is the snapshot component of a group's members.
+func (s *Server) groupComponent(name string) string {
+	return s.namer.SnapshotComponent(groupNameSpace + name)
+}
+
+// indexedAt is the snapshot the index says carries a CSI name, or "".
+func (s *Server) indexedAt(name string) string {
+	snapshot, _ := s.snapshots.lookup(name)
+	return snapshot
 }
 
 // groupSupport asks ZFS once whether it can take group snapshots.
@@ -161,22 +184,21 @@ func (s *Server) groupSources(volumeIDs []string) ([]string, error) {
 }
 
 // GetVolumeGroupSnapshot implements csi.GroupControllerServer with one zfs
-// list of the members the CO names.
+// list of the members the CO names. A group none of whose members is left
+// (deleted, or kept only for a clone), or one whose delete is under way, is
+// NOT_FOUND.
 func (g *GroupServer) GetVolumeGroupSnapshot(ctx context.Context, req *csi.GetVolumeGroupSnapshotRequest) (*csi.GetVolumeGroupSnapshotResponse, error) {
-	members, groupID, err := g.s.groupMembers(ctx, req.GetGroupSnapshotId(), req.GetSnapshotIds())
+	read, err := g.s.readGroup(ctx, req.GetGroupSnapshotId(), req.GetSnapshotIds())
 	if err != nil {
 		return nil, err
 	}
-	if len(members) == 0 {
-		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist", driver.Bounded(groupID))
+	if len(read.live) == 0 || read.count > 0 && len(read.live) != read.count {
+		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist (%d of its members are left)", driver.Bounded(read.id), len(read.live))
 	}
-	if len(req.GetSnapshotIds()) > 0 && len(members) != len(req.GetSnapshotIds()) {
-		return nil, invalid("snapshot_ids do not match group snapshot %q: %d of %d exist", driver.Bounded(groupID), len(members), len(req.GetSnapshotIds()))
-	}
-	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: groupID, ReadyToUse: true, CreationTime: timestamppb.New(members[0].Creation)}
-	for _, member := range members {
+	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: read.id, ReadyToUse: true, CreationTime: timestamppb.New(read.live[0].Creation)}
+	for _, member := range read.live {
 		rendered := g.s.csiSnapshot(member)
-		rendered.GroupSnapshotId = groupID
+		rendered.GroupSnapshotId = read.id
 		group.Snapshots = append(group.Snapshots, rendered)
 	}
 	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: group}, nil
@@ -184,14 +206,17 @@ func (g *GroupServer) GetVolumeGroupSnapshot(ctx context.Context, req *csi.GetVo
 
 // DeleteVolumeGroupSnapshot implements csi.GroupControllerServer: one zfs
 // list of the members the CO names, then one guarded destroy each (deferred
-// for a member with clones, as DeleteSnapshot does).
+// for a member with clones, as DeleteSnapshot does). Members already gone,
+// or kept only for a clone, are done: a retry after a delete cut off between
+// members, or after one deferred, deletes what is left and answers OK. A
+// member that fails does not stop the others; the first error is the answer.
 func (g *GroupServer) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.DeleteVolumeGroupSnapshotRequest) (*csi.DeleteVolumeGroupSnapshotResponse, error) {
 	s := g.s
 	var foreign *driver.ForeignNodeError
 	if _, _, err := s.cfg.GroupSnapshot(req.GetGroupSnapshotId()); errors.As(err, &foreign) {
 		return nil, status.Errorf(codes.FailedPrecondition, "group snapshot %q: %v", driver.Bounded(req.GetGroupSnapshotId()), markOtherNode(err))
 	}
-	members, _, err := s.groupMembers(ctx, req.GetGroupSnapshotId(), req.GetSnapshotIds())
+	read, err := s.readGroup(ctx, req.GetGroupSnapshotId(), req.GetSnapshotIds())
 	if status.Code(err) == codes.NotFound {
 		return &csi.DeleteVolumeGroupSnapshotResponse{}, nil // not an ID of ours: nothing of ours to delete
 	}
@@ -199,7 +224,7 @@ func (g *GroupServer) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.De
 		return nil, err
 	}
 	var keys []string
-	for _, member := range members {
+	for _, member := range read.live {
 		dataset, _, _ := strings.Cut(member.Name, "@")
 		keys = append(keys, datasetLock(dataset))
 	}
@@ -209,45 +234,105 @@ func (g *GroupServer) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.De
 	}
 	defer release()
 	wakeReaper := false
-	for _, member := range members {
+	var failed error
+	for _, member := range read.live {
 		s.sources.forget(member.Name)
 		result, err := s.zfs.DestroySnapshotGuarded(ctx, zfs.SnapshotDestroyRequest{Name: member.Name,
 			Named: s.props.SnapshotName, Excluded: s.props.Internal, Report: s.props.Deleted})
-		if err != nil && !errors.Is(err, zfs.ErrNotFound) {
-			return nil, err
+		if err != nil && !errors.Is(err, zfs.ErrNotFound) && failed == nil {
+			failed = err
 		}
 		wakeReaper = wakeReaper || result.Outcome == zfs.Done && result.Reported == "true"
 	}
 	if wakeReaper {
 		s.kickReaper() // a member's volume, marked deleted, waits for it
 	}
+	if failed != nil {
+		return nil, failed
+	}
 	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
 }
 
-// groupMembers reads the members a CO names for a group snapshot (one zfs
-// list), in the order named. Members already gone are left out; an ID that
-// names anything but a member of this group is INVALID_ARGUMENT (the spec's
-// snapshot list mismatch); a group ID that is not ours is NOT_FOUND.
-func (s *Server) groupMembers(ctx context.Context, groupID string, snapshotIDs []string) ([]zfs.Dataset, string, error) {
+// groupRead is what ZFS shows of a group snapshot.
+type groupRead struct {
+	id string
+	// live are the members neither destroyed nor marked for deferred
+	// destruction, in the order the CO named them.
+	live []zfs.Dataset
+	// count is how many members the group was made with (its members carry
+	// it), or how many a listing of the pool found for a group made before
+	// they did; 0 when no member is left to say.
+	count int
+}
+
+// readGroup reads the members a CO names for a group snapshot (one zfs
+// list), or, when it names none, every member under the pool's parents. The
+// spec's snapshot list mismatch is INVALID_ARGUMENT: an ID that is no
+// member of this group, one named twice, or a list of some of the members
+// only. A group ID that is not ours is NOT_FOUND.
+func (s *Server) readGroup(ctx context.Context, groupID string, snapshotIDs []string) (groupRead, error) {
 	if groupID == "" {
-		return nil, "", invalid("group_snapshot_id is required")
+		return groupRead{}, invalid("group_snapshot_id is required")
 	}
 	pool, component, err := s.cfg.GroupSnapshot(groupID)
 	if err != nil {
-		return nil, "", status.Errorf(codes.NotFound, "group snapshot %q does not exist here: %v", driver.Bounded(groupID), markOtherNode(err))
+		return groupRead{}, status.Errorf(codes.NotFound, "group snapshot %q does not exist here: %v", driver.Bounded(groupID), markOtherNode(err))
 	}
-	options := zfs.ListOptions{Types: []zfs.Type{zfs.Snapshot}, UserProps: s.props.All(), SkipMissing: true}
+	mismatch := func(format string, args ...any) error {
+		return invalid("snapshot_ids do not match group snapshot %q: %s", driver.Bounded(groupID), fmt.Sprintf(format, args...))
+	}
 	var names []string
 	for _, id := range snapshotIDs {
 		snapshot, dataset, err := s.cfg.SnapshotName(id)
-		if err != nil || zfs.PoolOf(dataset) != pool || !strings.HasSuffix(snapshot, "@"+component) {
-			return nil, "", invalid("snapshot_ids do not match group snapshot %q: %q is no member", driver.Bounded(groupID), driver.Bounded(id))
+		switch {
+		case err != nil || zfs.PoolOf(dataset) != pool || !strings.HasSuffix(snapshot, "@"+component):
+			return groupRead{}, mismatch("%q is no member", driver.Bounded(id))
+		case slices.Contains(names, snapshot):
+			return groupRead{}, mismatch("%q is named twice", driver.Bounded(id))
 		}
 		names = append(names, snapshot)
 	}
-	options.Roots = names
+	rows, err := s.groupRows(ctx, pool, component, names)
+	if err != nil {
+		return groupRead{}, err
+	}
+	read := groupRead{id: groupID}
+	var groupName string
+	for _, row := range rows {
+		name := row.User[s.props.Group]
+		if name == "" || row.User[s.props.SnapshotName] == "" || row.User[s.props.Internal] != "" || groupName != "" && name != groupName {
+			return groupRead{}, mismatch("%s is no member", row.Name)
+		}
+		groupName = name
+		if count, err := strconv.Atoi(row.User[s.props.GroupMembers]); err == nil {
+			read.count = count
+		}
+		if !row.DeferDestroy {
+			read.live = append(read.live, row)
+		}
+	}
+	if len(names) > 0 && len(rows) > 0 && read.count == 0 {
+		// Made before members carried their count: the pool's listing says.
+		all, err := s.groupRows(ctx, pool, component, nil)
+		if err != nil {
+			return groupRead{}, err
+		}
+		read.count = len(all)
+	}
+	if len(names) > 0 && read.count > 0 && len(names) != read.count {
+		return groupRead{}, mismatch("%d snapshot IDs for a group of %d", len(names), read.count)
+	}
+	slices.SortFunc(read.live, func(a, b zfs.Dataset) int { return slices.Index(names, a.Name) - slices.Index(names, b.Name) })
+	return read, nil
+}
+
+// groupRows lists the snapshots named (they may be gone), or, for none,
+// every snapshot of the component that carries a group mark under the pool's
+// parents: deferred ones too.
+func (s *Server) groupRows(ctx context.Context, pool, component string, names []string) ([]zfs.Dataset, error) {
+	options := zfs.ListOptions{Types: []zfs.Type{zfs.Snapshot}, UserProps: append(s.props.All(), s.props.GroupMembers),
+		SkipMissing: true, Roots: names}
 	if len(names) == 0 {
-		// Without the members' IDs, every snapshot under the pool's parents.
 		for _, parent := range s.cfg.ParentDatasets {
 			if zfs.PoolOf(parent) == pool {
 				options.Roots = append(options.Roots, parent)
@@ -255,32 +340,25 @@ func (s *Server) groupMembers(ctx context.Context, groupID string, snapshotIDs [
 		}
 		options.Depth = 2
 	}
-	var rows []zfs.Dataset
-	if len(options.Roots) > 0 {
-		if rows, err = s.zfs.List(ctx, options); err != nil && !errors.Is(err, zfs.ErrNotFound) {
-			return nil, "", err
-		}
+	if len(options.Roots) == 0 {
+		return nil, nil
 	}
-	var members []zfs.Dataset
-	var groupName string
+	rows, err := s.zfs.List(ctx, options)
+	if err != nil && !errors.Is(err, zfs.ErrNotFound) {
+		return nil, err
+	}
+	var found []zfs.Dataset
 	for _, row := range rows {
-		if !strings.HasSuffix(row.Name, "@"+component) {
+		dataset, _, _ := strings.Cut(row.Name, "@")
+		if !strings.HasSuffix(row.Name, "@"+component) || !s.cfg.OwnedDataset(dataset) {
 			continue
 		}
-		name := row.User[s.props.Group]
-		switch {
-		case len(names) == 0 && (name == "" || !s.owner.LiveSnapshot(row)):
-			continue
-		case !s.owner.LiveSnapshot(row) || name == "" || groupName != "" && name != groupName:
-			return nil, "", invalid("snapshot_ids do not match group snapshot %q: %s is no member", driver.Bounded(groupID), row.Name)
+		if len(names) == 0 && (row.User[s.props.Group] == "" || row.User[s.props.SnapshotName] == "") {
+			continue // not a member of any group: no ID named it
 		}
-		groupName = name
-		members = append(members, row)
+		found = append(found, row)
 	}
-	if len(names) > 0 {
-		slices.SortFunc(members, func(a, b zfs.Dataset) int { return slices.Index(names, a.Name) - slices.Index(names, b.Name) })
-	}
-	return members, groupID, nil
+	return found, nil
 }
 
 // groupOf is the ID of the group snapshot a snapshot row belongs to, or "".

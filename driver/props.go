@@ -18,6 +18,7 @@ type UserProps struct {
 	Internal     string // "true" on snapshots made only to clone a volume from a volume
 	Size         string // on snapshots: the volume's size when it was taken, the least a restore needs
 	Group        string // on a group snapshot's members: the group's CSI name
+	GroupMembers string // on a group snapshot's members: how many the group has
 	// Snapshotting is on a volume only while a snapshot program runs (the
 	// snapshot's CSI name, or the group's): a snapshot that an interrupted
 	// run left without its properties is known by it (zfs.SnapshotRequest.Pending).
@@ -32,7 +33,8 @@ func NewUserProps(driverName string) UserProps {
 	p := strings.ToLower(driverName) + ":"
 	return UserProps{
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
-		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size", Group: p + "group", Snapshotting: p + "snapshotting",
+		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size",
+		Group: p + "group", GroupMembers: p + "group-members", Snapshotting: p + "snapshotting",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }

@@ -34,6 +34,15 @@ type GroupSnapshotRequest struct {
 	// SizeProperty, when set, is a user property each member gets with its
 	// dataset's size in the same transaction (volsize or refquota).
 	SizeProperty string
+	// CountProperty, when set, is a user property each member gets with the
+	// number of members: what tells a partial list of them from the group.
+	CountProperty string
+	// Pending, when set, is a user property every dataset carries, with
+	// Name, from before its member is made until the member's marks are
+	// set: a bare snapshot at the name is an interrupted run's leftover only
+	// on a dataset so marked (SnapshotRequest.Pending); anywhere else it is
+	// someone else's, and the outcome ErrExists.
+	Pending string
 	// Others are snapshots that may be members of a group of this Name on
 	// datasets outside Datasets (the name is then Taken): the caller's
 	// index of snapshot names. Only they are read.
@@ -61,7 +70,8 @@ type GroupSnapshotResult struct {
 }
 
 // groupSnapshotProgram: argv = snapshot, owned, excluded, group, name,
-// named, sizeprop, datasets…, "--", parents…, "--", others….
+// named, size property, pending property, count property, datasets…, "--",
+// parents…, "--", others….
 //
 // A signal can end a program between two sync calls, keeping what they did
 // (program.go): an earlier run may have left some members, with or without
@@ -69,7 +79,9 @@ type GroupSnapshotResult struct {
 // crash-consistent, so such leftovers are destroyed and the outcome is
 // "retry": the caller runs the program again, which takes every member anew.
 // Members are all made before any is marked, so marked members beside a
-// missing one are no leftover but a group of other datasets: Taken.
+// missing one are no leftover but a group of other datasets: Taken. The
+// excluded mark of the Guard stops only a change: a whole group is Present
+// even when a member's volume was deleted since.
 //
 //go:embed programs/group_snapshot.lua
 var groupSnapshotProgram string
@@ -103,7 +115,8 @@ func (e *Exec) SnapshotGroup(ctx context.Context, req GroupSnapshotRequest) (Gro
 	if err != nil {
 		return GroupSnapshotResult{}, err
 	}
-	args := slices.Concat([]string{req.Snapshot, req.Guard.Owned, req.Guard.Excluded, req.Group, req.Name, req.Named, req.SizeProperty},
+	args := slices.Concat([]string{req.Snapshot, req.Guard.Owned, req.Guard.Excluded, req.Group, req.Name, req.Named, req.SizeProperty,
+		req.Pending, req.CountProperty},
 		req.Datasets, []string{"--"}, req.Parents, []string{"--"}, req.Others)
 	for range 2 {
 		result, err := e.program(ctx, "group-snapshot", groupSnapshotProgram, pool, args...)

@@ -15,13 +15,13 @@ func TestSnapshotGroupRunsOneChannelProgramAndReadsEveryMember(t *testing.T) {
 		"tank/csi/b": {"referenced": 8192, "creation": 1700000000, "createtxg": 77, "type": "volume", "volsize": 2097152, "volblocksize": 16384, "size": "2097152"}}}}`)
 	req := GroupSnapshotRequest{Datasets: []string{"tank/csi/a", "tank/csi/b"}, Snapshot: "g", Guard: Guard{Owned: "x:managed", Excluded: "x:deleted"},
 		Group: "x:group", Name: "group-1", Named: "x:snapshot-name", SizeProperty: "x:size", Parents: []string{"tank/csi"},
-		Others: []string{"tank/csi/c@g"}}
+		Others: []string{"tank/csi/c@g"}, Pending: "x:snapshotting", CountProperty: "x:members"}
 	result, err := NewExec(ExecConfig{}).SnapshotGroup(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"program", "-j", "--", "tank", "-", "g", "x:managed", "x:deleted", "x:group", "group-1", "x:snapshot-name", "x:size",
-		"tank/csi/a", "tank/csi/b", "--", "tank/csi", "--", "tank/csi/c@g"}
+		"x:snapshotting", "x:members", "tank/csi/a", "tank/csi/b", "--", "tank/csi", "--", "tank/csi/c@g"}
 	if got := f.argv("zfs.program"); !slices.Equal(got, want) {
 		t.Errorf("argv %q, want %q", got, want)
 	}

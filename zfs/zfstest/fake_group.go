@@ -24,6 +24,7 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 		return zfs.GroupSnapshotResult{}, fmt.Errorf("SnapshotGroup: %w", zfs.ErrInvalid)
 	}
 	requested := map[string]bool{}
+	excludedAt := "" // the excluded mark stops only a change
 	for _, dataset := range req.Datasets {
 		if zfs.PoolOf(dataset) != zfs.PoolOf(req.Datasets[0]) {
 			return zfs.GroupSnapshotResult{}, fmt.Errorf("SnapshotGroup: %s and %s: %w", req.Datasets[0], dataset, zfs.ErrCrossPool)
@@ -35,8 +36,11 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 		if !ok || d.typ == zfs.Snapshot {
 			return zfs.GroupSnapshotResult{}, f.fail("program", dataset, zfs.ErrNotFound)
 		}
-		if !f.passes(d, req.Guard) {
+		if f.inherited(d, req.Guard.Owned) != "true" {
 			return zfs.GroupSnapshotResult{Outcome: zfs.NotOwned, At: dataset}, nil
+		}
+		if excludedAt == "" && !f.passes(d, req.Guard) {
+			excludedAt = dataset
 		}
 		requested[dataset] = true
 	}
@@ -60,10 +64,13 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 		switch {
 		case !ok:
 			missing++
+		case snapshot.deferDestroy: // a deleted group's member, kept by a clone
+			return zfs.GroupSnapshotResult{}, f.fail("program", snapshot.name, zfs.ErrExists)
 		case snapshot.props[req.Group] == req.Name && snapshot.props[req.Named] == req.Name+"/"+dataset:
 			whole, member = whole+1, snapshot.name
-		case snapshot.props[req.Named] == "" && (snapshot.props[req.Group] == req.Name || snapshot.props[req.Group] == ""):
-			leftovers++ // what an interrupted call left
+		case snapshot.props[req.Named] == "" && (snapshot.props[req.Group] == req.Name ||
+			snapshot.props[req.Group] == "" && req.Pending != "" && f.inherited(f.datasets[dataset], req.Pending) == req.Name):
+			leftovers++ // what an interrupted call left: marked with the group, or bare on a dataset marked pending
 		default:
 			return zfs.GroupSnapshotResult{}, f.fail("program", snapshot.name, zfs.ErrExists)
 		}
@@ -72,6 +79,9 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 		return zfs.GroupSnapshotResult{Outcome: zfs.Taken, At: member}, nil
 	}
 	outcome := zfs.Present
+	if whole != len(req.Datasets) && excludedAt != "" {
+		return zfs.GroupSnapshotResult{Outcome: zfs.NotOwned, At: excludedAt}, nil
+	}
 	if whole != len(req.Datasets) {
 		outcome = zfs.Done
 		if whole+leftovers > 0 {
@@ -132,6 +142,10 @@ func (f *Fake) takeMember(req zfs.GroupSnapshotRequest, dataset string) error {
 		return f.fail("program", name, zfs.ErrInvalid)
 	}
 	props := map[string]string{req.Group: req.Name, req.Named: req.Name + "/" + dataset}
+	if req.CountProperty != "" {
+		props[req.CountProperty] = strconv.Itoa(len(req.Datasets))
+	}
+	delete(d.props, req.Pending) // set before the snapshot, taken away with its marks
 	if req.SizeProperty != "" {
 		size := d.sizeProp("refquota")
 		if d.typ == zfs.Volume {

@@ -8,12 +8,15 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-const group = "zfstest.dev:group"
+const (
+	group   = "zfstest.dev:group"
+	members = "zfstest.dev:members"
+)
 
 // groupRequest snapshots the members a, b (a zvol) and c under root.
 func groupRequest(root string) zfs.GroupSnapshotRequest {
 	return zfs.GroupSnapshotRequest{Datasets: []string{root + "/a", root + "/b", root + "/c"}, Snapshot: "g1", Guard: guard,
-		Group: group, Name: "group-1", Named: named, SizeProperty: size, Parents: []string{root}}
+		Group: group, Name: "group-1", Named: named, SizeProperty: size, Parents: []string{root}, Pending: pending, CountProperty: members}
 }
 
 // refusedGroup runs req, which must change nothing, and returns its result.
@@ -34,6 +37,38 @@ func takenBy(ctx context.Context, p Pool, root string, req zfs.GroupSnapshotRequ
 		return problem, err
 	}
 	return firstProblem(want("outcome", result.Outcome, zfs.Taken), want("at", result.At, snapshot)), nil
+}
+
+// refusedAtTheName is a case: a snapshot b@g1 with props, no member of the
+// group, makes groupRequest ErrExists and changes nothing.
+func refusedAtTheName(props map[string]string) func(context.Context, Pool, string) (string, error) {
+	return func(ctx context.Context, p Pool, root string) (string, error) {
+		if err := groupMembers(ctx, p, root); err != nil {
+			return "", err
+		}
+		if err := p.Snapshot(ctx, root+"/b@g1", props); err != nil {
+			return "", err
+		}
+		var refused error
+		problem, err := unchanged(ctx, p, root, func() error {
+			_, refused = p.SnapshotGroup(ctx, groupRequest(root))
+			return nil
+		})
+		if problem != "" || err != nil {
+			return problem, err
+		}
+		return want(fmt.Sprintf("%v is ErrExists", refused), errors.Is(refused, zfs.ErrExists), true), nil
+	}
+}
+
+// groupTaken makes the members of groupRequest and takes the group.
+func groupTaken(ctx context.Context, p Pool, root string) (zfs.GroupSnapshotRequest, zfs.GroupSnapshotResult, error) {
+	req := groupRequest(root)
+	if err := groupMembers(ctx, p, root); err != nil {
+		return req, zfs.GroupSnapshotResult{}, err
+	}
+	result, err := p.SnapshotGroup(ctx, req)
+	return req, result, err
 }
 
 // groupMembers makes the owned members of groupRequest.
@@ -66,7 +101,7 @@ func oneGroup(ctx context.Context, p Pool, req zfs.GroupSnapshotRequest, result 
 		if member.CreateTxg == 0 {
 			return member.Name + ": no transaction group reported", nil
 		}
-		row, err := zfs.Get(ctx, p, member.Name, []string{group, named, size})
+		row, err := zfs.Get(ctx, p, member.Name, []string{group, named, size, members, pending})
 		if err != nil {
 			return "", err
 		}
@@ -78,6 +113,8 @@ func oneGroup(ctx context.Context, p Pool, req zfs.GroupSnapshotRequest, result 
 			want(member.Name+" group mark", row.User[group], req.Name),
 			want(member.Name+" name", row.User[named], req.Name+"/"+dataset),
 			want(member.Name+" size", row.User[size], wantSize),
+			want(member.Name+" member count", row.User[members], fmt.Sprint(len(req.Datasets))),
+			want(member.Name+" pending mark left", row.User[pending], ""),
 			want(member.Name+" reported size", member.User[size], wantSize)); problem != "" {
 			return problem, nil
 		}
@@ -88,11 +125,7 @@ func oneGroup(ctx context.Context, p Pool, req zfs.GroupSnapshotRequest, result 
 func groupCases() []GuardedCase {
 	return []GuardedCase{
 		{"a group snapshot takes every member in one transaction group, and again finds the same group", func(ctx context.Context, p Pool, root string) (string, error) {
-			if err := groupMembers(ctx, p, root); err != nil {
-				return "", err
-			}
-			req := groupRequest(root)
-			first, err := p.SnapshotGroup(ctx, req)
+			req, first, err := groupTaken(ctx, p, root)
 			if err != nil {
 				return "", err
 			}
@@ -191,23 +224,7 @@ func groupCases() []GuardedCase {
 			}
 			return want("outcome", result.Outcome, zfs.Taken), nil
 		}},
-		{"a snapshot of the name that is no member is refused as existing", func(ctx context.Context, p Pool, root string) (string, error) {
-			if err := groupMembers(ctx, p, root); err != nil {
-				return "", err
-			}
-			if err := p.Snapshot(ctx, root+"/b@g1", map[string]string{named: "someone-else"}); err != nil {
-				return "", err
-			}
-			var refused error
-			problem, err := unchanged(ctx, p, root, func() error {
-				_, refused = p.SnapshotGroup(ctx, groupRequest(root))
-				return nil
-			})
-			if problem != "" || err != nil {
-				return problem, err
-			}
-			return want(fmt.Sprintf("%v is ErrExists", refused), errors.Is(refused, zfs.ErrExists), true), nil
-		}},
+		{"a snapshot of the name that is no member is refused as existing", refusedAtTheName(map[string]string{named: "someone-else"})},
 		{"destroy snapshot: a group's member is refused alone and kept", func(ctx context.Context, p Pool, root string) (string, error) {
 			if err := groupMembers(ctx, p, root); err != nil {
 				return "", err
@@ -230,8 +247,13 @@ func groupCases() []GuardedCase {
 			if err := groupMembers(ctx, p, root); err != nil {
 				return "", err
 			}
-			// What a program cut off by a signal leaves: snapshots made, one
-			// marked, the others not.
+			// What a program cut off by a signal leaves: every dataset
+			// marked pending, snapshots made, one marked, the others not.
+			for _, dataset := range []string{"a", "b", "c"} {
+				if err := p.Set(ctx, root+"/"+dataset, map[string]string{pending: "group-1"}); err != nil {
+					return "", err
+				}
+			}
 			if err := p.Snapshot(ctx, root+"/a@g1", nil); err != nil {
 				return "", err
 			}
@@ -247,6 +269,29 @@ func groupCases() []GuardedCase {
 				return problem, nil
 			}
 			return oneGroup(ctx, p, req, result)
+		}},
+		{"a bare snapshot of the group's name on a dataset not marked pending is someone else's: refused, nothing destroyed", refusedAtTheName(nil)},
+		{"a whole group is found again after a member's volume was marked deleted; a new group on it is not made", func(ctx context.Context, p Pool, root string) (string, error) {
+			req, first, err := groupTaken(ctx, p, root)
+			if err != nil {
+				return "", err
+			}
+			if err := p.Set(ctx, root+"/b", map[string]string{deleted: "true"}); err != nil {
+				return "", err
+			}
+			again, problem, err := refusedGroup(ctx, p, root, req)
+			if problem != "" || err != nil {
+				return "again: " + problem, err
+			}
+			other := req
+			other.Snapshot, other.Name = "g2", "group-2"
+			fresh, problem, err := refusedGroup(ctx, p, root, other)
+			if problem != "" || err != nil {
+				return "a new group: " + problem, err
+			}
+			return firstProblem(want("outcome again", again.Outcome, zfs.Present),
+				want("transaction group again", again.Members[0].CreateTxg, first.Members[0].CreateTxg),
+				want("outcome of a new group", fresh.Outcome, zfs.NotOwned), want("at", fresh.At, root+"/b")), nil
 		}},
 	}
 }
