@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,6 +21,68 @@ func TestMetricsExamplesStayOffTheLivenessProbesPort(t *testing.T) {
 		}
 		if !strings.Contains(string(text), "9820") {
 			t.Errorf("%s no longer names the metrics port 9820", path)
+		}
+	}
+}
+
+// readmeBlock is the indented command block after the line heading in
+// README.md, one command a line (as e2e/guest/systemd/readme.sh reads it).
+func readmeBlock(t *testing.T, heading string) []string {
+	t.Helper()
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	found := false
+	for _, line := range strings.Split(string(text), "\n") {
+		switch {
+		case line == heading:
+			found = true
+		case found && strings.HasPrefix(line, "    "):
+			block = append(block, strings.TrimPrefix(line, "    "))
+		case found && len(block) > 0:
+			return block
+		}
+	}
+	if len(block) == 0 {
+		t.Fatalf("README.md has no command block after %q", heading)
+	}
+	return block
+}
+
+// TestTheInstallCommandsPickOnePackage: make deb and make rpm build every
+// architecture's package into dist/, so the README's install line must
+// name this host's alone (apt and dnf refuse two architectures of one
+// package in one transaction).
+func TestTheInstallCommandsPickOnePackage(t *testing.T) {
+	dist := filepath.Join(t.TempDir(), "dist")
+	if err := os.Mkdir(dist, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"zfs-csi_1.2.3-1_amd64.deb", "zfs-csi_1.2.3-1_arm64.deb", "zfs-csi-1.2.3-1.x86_64.rpm", "zfs-csi-1.2.3-1.aarch64.rpm"} {
+		if err := os.WriteFile(filepath.Join(dist, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for heading, tool := range map[string]string{"**Debian, Ubuntu:**": "apt-get install", "**RPM-based (Fedora, RHEL and derivatives, with the OpenZFS repository):**": "dnf install"} {
+		for _, line := range readmeBlock(t, heading) {
+			_, after, ok := strings.Cut(line, tool+" ")
+			if !ok {
+				continue
+			}
+			if tool == "apt-get install" {
+				if _, err := exec.LookPath("dpkg"); err != nil {
+					t.Skip("skipped: no dpkg to tell this host's architecture")
+				}
+			}
+			cmd := exec.Command("bash", "-c", "printf '%s\\n' "+after)
+			cmd.Dir = filepath.Dir(dist)
+			out, err := cmd.Output()
+			packages := strings.Fields(string(out))
+			if err != nil || len(packages) != 1 || strings.Contains(packages[0], "*") {
+				t.Errorf("%q names %q in a dist/ of two architectures (%v), want exactly one existing package", line, packages, err)
+			}
 		}
 	}
 }

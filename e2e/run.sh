@@ -233,6 +233,9 @@ main() {
 		# The package as a user installs it: guest/systemd/suite.sh.
 		make -C "$REPO" --no-print-directory deb rpm || die "the packages do not build (make deb rpm)"
 		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$REPO"/dist/zfs-csi-*.x86_64.rpm "$SHARE/"
+		# README.md's install commands run as written, from a dist/ as make
+		# deb leaves it (every architecture's package).
+		mkdir -p "$SHARE/dist" && cp "$REPO"/dist/zfs-csi_*.deb "$SHARE/dist/" && cp "$REPO/README.md" "$SHARE/"
 		share_binary "$(csi_sanity)" csi-sanity
 		;;
 	bench)

@@ -26,6 +26,8 @@ WORK=/tmp/e2e-systemd
 source "$GUEST_DIR/lib.sh"
 # shellcheck source=../suites.sh
 source "$GUEST_DIR/suites.sh"
+# shellcheck source=readme.sh
+source "$GUEST_DIR/systemd/readme.sh"
 DRIVER_LOG=$RESULTS/driver.log # the daemon's journal, printed by the host on failure
 
 # --- helpers -----------------------------------------------------------------
@@ -78,29 +80,8 @@ step_boot() {
 	STEP_NOTE="$(zfs version | head -1), pool $POOL on $POOL_DISK"
 }
 
-step_install() {
-	local deb
-	deb="$(ls "$SHARE"/zfs-csi_*.deb 2>/dev/null | head -1)"
-	[[ -n $deb ]] || { fail "no zfs-csi_*.deb in the share"; return 1; }
-	mkdir -p "$WORK"
-	cp "$deb" "$WORK/"
-	say "apt-get install ./$(basename "$deb")"
-	(cd "$WORK" && apt-get install -y "./$(basename "$deb")") 2>&1 | tee "$RESULTS/apt-install.log"
-	local rc=${PIPESTATUS[0]}
-	check "apt-get install succeeded" [ "$rc" -eq 0 ] || return 1
-	check "dpkg: install ok installed" [ "$(dpkg-query -W -f '${Status}' zfs-csi)" = "install ok installed" ] || return 1
-	check "/etc/default/zfs-csi is a conffile" grep -q /etc/default/zfs-csi <(dpkg-query -W -f '${Conffiles}' zfs-csi) || return 1
-	check "the unit is enabled" [ "$(systemctl is-enabled "$UNIT")" = enabled ] || return 1
-	check "unconfigured, the unit was not started" [ "$(systemctl is-active "$UNIT")" = inactive ] || return 1
-	check "postinst said what to configure" grep -q "ZFS_CSI_PARENT_DATASETS in /etc/default/zfs-csi" "$RESULTS/apt-install.log" || return 1
-	local verify
-	verify="$(systemd-analyze verify "$UNIT" 2>&1)"
-	check "systemd-analyze verify $UNIT is silent on the installed unit${verify:+ ($verify)}" [ -z "$verify" ] || return 1
-	STEP_NOTE="$(dpkg-query -W -f '${Package} ${Version}' zfs-csi), enabled, not started until configured"
-}
-
 step_start() {
-	zfs create "$POOL/csi" || return 1
+	zfs list "$POOL/csi" >/dev/null 2>&1 || zfs create "$POOL/csi" || return 1 # README's first steps made it
 	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
 	set_option ZFS_CSI_ALLOW_PATHS /tmp # the suite's staging and target paths, and csi-sanity's
 	set_option ZFS_CSI_LOG_LEVEL debug
@@ -297,7 +278,7 @@ main() {
 	mkdir -p "$RESULTS" "$WORK"
 	local failed=0
 	step boot step_boot || { echo 1 >"$RESULTS/exit-code"; systemctl --no-block poweroff; return; }
-	step package-install step_install || failed=$((failed + 1))
+	step readme-install step_readme_install || failed=$((failed + 1))
 	if [[ $failed -eq 0 ]]; then
 		step service-start step_start || failed=$((failed + 1))
 		step ready-waits-for-parents step_ready_waits_for_parents || failed=$((failed + 1))
