@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,5 +225,78 @@ func TestGroupSnapshotLifecycleOnZFS(t *testing.T) {
 		if left := snapshotsUnder(t, parent); len(left) != 0 {
 			t.Fatalf("round %d: snapshots left after the group was deleted: %v", round, left)
 		}
+	}
+}
+
+// The group calls as a CO makes them after lost replies and retries, on
+// ZFS: a group named as a snapshot of one of its volumes; a list of some
+// members refused; a retry after a volume was deleted answering with the
+// group; a group whose restored member ZFS keeps (deferred) deleted twice,
+// and then not found.
+func TestGroupSnapshotRetriesOnZFS(t *testing.T) {
+	parent := testParent(t)
+	d := startDriver(t, parent)
+	if groupsRefused(d) {
+		t.Skip("skipped: group snapshots are refused here; TestGroupSnapshotIsCrashConsistentAcrossVolumes checks the refusal")
+	}
+	groups := csi.NewGroupControllerClient(d.conn)
+	var ids []string
+	for _, name := range []string{"retry-a", "retry-b", "retry-c"} {
+		ids = append(ids, d.createVolume(volumeRequest(name, 32<<20, mountCap(""), nil)).GetVolumeId())
+	}
+	alone := d.createSnapshot("x", ids[0])
+	create := func() (*csi.VolumeGroupSnapshot, error) {
+		response, err := groups.CreateVolumeGroupSnapshot(ctx(t), &csi.CreateVolumeGroupSnapshotRequest{Name: "x", SourceVolumeIds: ids})
+		return response.GetGroupSnapshot(), err
+	}
+	group, err := create()
+	if err != nil {
+		t.Fatalf("group x beside snapshot x: %v", err)
+	}
+	id := group.GetGroupSnapshotId()
+	var members []string
+	for _, member := range group.GetSnapshots() {
+		members = append(members, member.GetSnapshotId())
+	}
+	if len(members) != 3 || slices.Contains(members, alone.GetSnapshotId()) {
+		t.Fatalf("members %v beside snapshot %s", members, alone.GetSnapshotId())
+	}
+	before := snapshotsUnder(t, parent)
+	if _, err := groups.GetVolumeGroupSnapshot(ctx(t), &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: id, SnapshotIds: members[:2]}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Get with two of three members: got %v, want InvalidArgument", err)
+	}
+	if _, err := groups.DeleteVolumeGroupSnapshot(ctx(t), &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: id, SnapshotIds: members[:2]}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Delete with two of three members: got %v, want InvalidArgument", err)
+	}
+	if after := snapshotsUnder(t, parent); !slices.Equal(before, after) {
+		t.Errorf("the refused delete changed %v into %v", before, after)
+	}
+	restore := volumeRequest("retry-restored", 32<<20, mountCap(""), nil)
+	restore.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: members[0]}}}
+	restored := d.createVolume(restore)
+	if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: ids[2]}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := create(); err != nil || again.GetGroupSnapshotId() != id {
+		t.Errorf("the same call after a volume was deleted: %v, %v; want group %s", again, err, id)
+	}
+	for round := range 2 {
+		if _, err := groups.DeleteVolumeGroupSnapshot(ctx(t), &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: id, SnapshotIds: members}); err != nil {
+			t.Fatalf("DeleteVolumeGroupSnapshot %d: %v", round+1, err)
+		}
+	}
+	kept := strings.SplitN(members[0], ":", 2)[1]
+	if deferred := zfsGet(t, "defer_destroy", kept); deferred != "on" {
+		t.Errorf("the restored member %s: defer_destroy %s, want on", kept, deferred)
+	}
+	if _, err := groups.GetVolumeGroupSnapshot(ctx(t), &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: id, SnapshotIds: members}); status.Code(err) != codes.NotFound {
+		t.Errorf("Get after the delete: got %v, want NotFound", err)
+	}
+	if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: restored.GetVolumeId()}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, kept) {
+		t.Errorf("%s outlived its last clone", kept)
 	}
 }

@@ -2,7 +2,7 @@
 -- named, size property, pending property, count property, datasets…, "--",
 -- parents…, "--", others….
 local argv = (...)["argv"]
-if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
+if zfs.sync.set_prop == nil or zfs.sync.inherit == nil then return {outcome = "unsupported"} end
 local snapname, owned, excluded, group, name, named, sizeprop, pending, countprop =
 	argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8], argv[9]
 local datasets, parents, others, i = {}, {}, {}, 10

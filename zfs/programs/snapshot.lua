@@ -2,7 +2,7 @@
 -- unique property, report property, size property, internal property,
 -- pending property, others…, "--", then property, value pairs.
 local argv = (...)["argv"]
-if zfs.sync.set_prop == nil then return {outcome = "unsupported"} end
+if zfs.sync.set_prop == nil or zfs.sync.inherit == nil then return {outcome = "unsupported"} end
 local snapshot, dataset, owned, excluded, unique, report, sizeprop, internal, pending =
 	argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8], argv[9]
 local others, i = {}, 10

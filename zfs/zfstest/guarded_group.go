@@ -114,6 +114,7 @@ func oneGroup(ctx context.Context, p Pool, req zfs.GroupSnapshotRequest, result 
 			want(member.Name+" name", row.User[named], req.Name+"/"+dataset),
 			want(member.Name+" size", row.User[size], wantSize),
 			want(member.Name+" member count", row.User[members], fmt.Sprint(len(req.Datasets))),
+			want(member.Name+" creation reported", member.Creation.Unix(), row.Creation.Unix()),
 			want(member.Name+" pending mark left", row.User[pending], ""),
 			want(member.Name+" reported size", member.User[size], wantSize)); problem != "" {
 			return problem, nil

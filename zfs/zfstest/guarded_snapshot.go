@@ -28,6 +28,7 @@ func snapshotCases() []GuardedCase {
 			}
 			return firstProblem(want("outcome", result.Outcome, zfs.Done), want("name property", row.User[named], "one"),
 				want("pending mark left on the volume", volumeRow.User[pending], ""),
+				want("reported creation is the snapshot's creation property", result.Snapshot.Creation.Unix(), row.Creation.Unix()),
 				want("pending mark on the snapshot", row.User[pending], ""),
 				want("size property", row.User[size], "67108864"), want("volume type", result.Volume.Type, zfs.Volume),
 				want("volume size", result.Volume.VolSize, 64<<20), want("block size", result.Volume.VolBlockSize, 32768),
@@ -161,7 +162,7 @@ func snapshotCases() []GuardedCase {
 				return "", err
 			}
 			return firstProblem(problem, want("outcome of the retry", again.Outcome, zfs.Present),
-				want("snapshot", again.Snapshot.Name, v+"@one"), want("creation reported", again.Snapshot.Creation.IsZero(), false),
+				want("snapshot", again.Snapshot.Name, v+"@one"), want("creation reported", again.Snapshot.Creation.Unix() > 0, true),
 				want("outcome of a new name", fresh.Outcome, zfs.NotOwned)), nil
 		}},
 		{"snapshot: one marked internal at the name is ErrExists", func(ctx context.Context, p Pool, root string) (string, error) {
