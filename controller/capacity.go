@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -110,18 +109,10 @@ func (s *Server) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (
 		maximum = largestThickZvol(parent.Available, params.volBlockSize)
 	}
 	return &csi.GetCapacityResponse{
-		AvailableCapacity: sizeBytes(parent.Available),
-		MaximumVolumeSize: wrapperspb.Int64(sizeBytes(min(maximum, MaxVolumeSize))),
-		MinimumVolumeSize: wrapperspb.Int64(sizeBytes(minimum)),
+		AvailableCapacity: driver.SizeBytes(parent.Available),
+		MaximumVolumeSize: wrapperspb.Int64(driver.SizeBytes(min(maximum, MaxVolumeSize))),
+		MinimumVolumeSize: wrapperspb.Int64(driver.SizeBytes(minimum)),
 	}, nil
-}
-
-// sizeBytes is a size as CSI carries it (int64): every size the driver
-// answers goes through it, so that one ZFS holds beyond int64 (a volume made
-// outside the driver, or before MaxVolumeSize) reads as the most int64 can
-// say, never as a negative number.
-func sizeBytes(size uint64) int64 {
-	return int64(min(size, math.MaxInt64))
 }
 
 // largestThickZvol is the largest thick zvol CreateVolume can make in

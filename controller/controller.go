@@ -143,7 +143,7 @@ func capacity(row zfs.Dataset) uint64 {
 func (s *Server) csiVolume(row zfs.Dataset) *csi.Volume {
 	volume := &csi.Volume{
 		VolumeId:           driver.VolumeID(s.cfg.NodeID, row.Name),
-		CapacityBytes:      sizeBytes(capacity(row)),
+		CapacityBytes:      driver.SizeBytes(capacity(row)),
 		VolumeContext:      s.owner.VolumeContext(row),
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
 	}

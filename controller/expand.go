@@ -51,7 +51,7 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 			return nil, err
 		}
 	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: sizeBytes(size), NodeExpansionRequired: nodeExpansion}, nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: driver.SizeBytes(size), NodeExpansionRequired: nodeExpansion}, nil
 }
 
 // resizeProperties are the properties that give a volume a new size; a thick

@@ -33,7 +33,7 @@ func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err 
 // full listing, and on ZFS before 2.2 (no zfs.sync.set_prop), it is a zfs
 // list and a zfs snapshot instead.
 func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	if problem := driver.NameProblem(req.GetName()); problem != "" {
+	if problem := driver.SpecNameProblem(req.GetName()); problem != "" {
 		return nil, invalid("%s", problem)
 	}
 	if req.GetSourceVolumeId() == "" {
@@ -82,7 +82,7 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	}
 	epoch := s.sources.begin()
 	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
-		Properties: map[string]string{s.props.SnapshotName: req.GetName()},
+		Properties: map[string]string{s.props.SnapshotName: driver.EncodeName(req.GetName())},
 		Guard:      s.owner.VolumeGuard(),
 		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType,
 		SizeProperty: s.props.Size, Internal: s.props.Internal, Pending: s.props.Snapshotting})
@@ -139,7 +139,7 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 		}
 		// Before the source's state: a retry after the volume was deleted
 		// (kept by this very snapshot) answers with what it cut.
-		if s.owner.LiveSnapshot(row) && row.User[s.props.SnapshotName] == req.GetName() {
+		if s.owner.LiveSnapshot(row) && driver.DecodeName(row.User[s.props.SnapshotName]) == req.GetName() {
 			if !strings.HasPrefix(row.Name, dataset+"@") {
 				return nil, takenElsewhere(req.GetName(), row.Name)
 			}
@@ -163,7 +163,7 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	// Before 2.2 `zfs snapshot -o` sets the properties with the snapshot, so
 	// no run leaves one bare; one at the name is someone else's. The dataset
 	// lock keeps expansions of the volume off until it is made.
-	properties := map[string]string{s.props.SnapshotName: req.GetName(), s.props.Size: bytesString(capacity(*source))}
+	properties := map[string]string{s.props.SnapshotName: driver.EncodeName(req.GetName()), s.props.Size: bytesString(capacity(*source))}
 	err = s.zfs.Snapshot(ctx, snapshot, properties)
 	if errors.Is(err, zfs.ErrExists) {
 		return nil, notThisSnapshot(snapshot, req.GetName())
@@ -227,7 +227,7 @@ func (s *Server) snapshotCandidates(ctx context.Context, dataset, name string) (
 		return nil, err
 	}
 	if taken != "" && !slices.ContainsFunc(rows, func(row zfs.Dataset) bool {
-		return row.Name == taken && s.owner.LiveSnapshot(row) && row.User[s.props.SnapshotName] == name
+		return row.Name == taken && s.owner.LiveSnapshot(row) && driver.DecodeName(row.User[s.props.SnapshotName]) == name
 	}) {
 		s.snapshots.forget(name, taken)
 	}
@@ -239,7 +239,7 @@ func (s *Server) snapshotNames(rows []zfs.Dataset) map[string]string {
 	names := map[string]string{}
 	for _, row := range rows {
 		if s.owner.LiveSnapshot(row) {
-			names[row.User[s.props.SnapshotName]] = row.Name
+			names[driver.DecodeName(row.User[s.props.SnapshotName])] = row.Name
 		}
 	}
 	return names
@@ -310,7 +310,7 @@ func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
 	return &csi.Snapshot{
 		SnapshotId:         driver.SnapshotID(s.cfg.NodeID, row.Name),
 		SourceVolumeId:     driver.VolumeID(s.cfg.NodeID, dataset),
-		SizeBytes:          sizeBytes(s.restoreSize(row, nil)),
+		SizeBytes:          driver.SizeBytes(s.restoreSize(row, nil)),
 		CreationTime:       timestamppb.New(row.Creation),
 		ReadyToUse:         true,
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},

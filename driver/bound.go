@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/status"
@@ -48,4 +49,12 @@ func boundStatus(err error) error {
 	proto := st.Proto()
 	proto.Message = boundTo(proto.Message, MaxMessageBytes)
 	return status.FromProto(proto).Err()
+}
+
+// SizeBytes is a size as CSI carries it (int64): every size the driver
+// answers goes through it, so that one ZFS or the kernel holds beyond int64
+// (a volume made outside the driver, a device past 8 EiB) reads as the most
+// int64 can say, never as a negative number.
+func SizeBytes(size uint64) int64 {
+	return int64(min(size, math.MaxInt64))
 }

@@ -55,5 +55,5 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 			return nil, err
 		}
 	}
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: int64(size)}, nil
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: driver.SizeBytes(size)}, nil
 }

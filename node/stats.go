@@ -9,6 +9,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
 // NodeGetVolumeStats implements csi.NodeServer: statfs(2) of a filesystem
@@ -33,15 +35,15 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 			return nil, err
 		}
 		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: int64(size)}}}, nil
+			{Unit: csi.VolumeUsage_BYTES, Total: driver.SizeBytes(size)}}}, nil
 	}
 	stats, err := s.mounter.Statfs(mount.MountPoint)
 	if err != nil {
 		return nil, err
 	}
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-		{Unit: csi.VolumeUsage_BYTES, Total: int64(stats.TotalBytes), Available: int64(stats.AvailableBytes), Used: int64(stats.UsedBytes)},
-		{Unit: csi.VolumeUsage_INODES, Total: int64(stats.TotalInodes), Available: int64(stats.FreeInodes), Used: int64(stats.UsedInodes)},
+		{Unit: csi.VolumeUsage_BYTES, Total: driver.SizeBytes(stats.TotalBytes), Available: driver.SizeBytes(stats.AvailableBytes), Used: driver.SizeBytes(stats.UsedBytes)},
+		{Unit: csi.VolumeUsage_INODES, Total: driver.SizeBytes(stats.TotalInodes), Available: driver.SizeBytes(stats.FreeInodes), Used: driver.SizeBytes(stats.UsedInodes)},
 	}}, nil
 }
 

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -151,5 +152,19 @@ func TestDatasetStatsFollowTheVolume(t *testing.T) {
 	if inodes.GetAvailable() != bytes.GetAvailable()/512 || inodes.GetUsed() != 6 || inodes.GetTotal() != inodes.GetAvailable()+6 {
 		t.Errorf("inodes: total %d, used %d, available %d; want one free per 512 available bytes, 6 used",
 			inodes.GetTotal(), inodes.GetUsed(), inodes.GetAvailable())
+	}
+}
+
+func TestASizeBeyondInt64IsNeverNegative(t *testing.T) {
+	h := newHarness(t)
+	v := h.volume("vol", "block")
+	h.mustStageAndPublish(v)
+	h.host.SetDeviceSize(h.device(v), 1<<63+4096)
+	stats, err := h.server.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.id, VolumePath: v.target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total := stats.GetUsage()[0].GetTotal(); total != math.MaxInt64 {
+		t.Errorf("a device of 2^63+4096 bytes reports %d, want the most int64 holds", total)
 	}
 }
