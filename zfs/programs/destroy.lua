@@ -1,3 +1,5 @@
+-- DestroyGuarded (program.go). argv = name, owned, excluded, keep properties…,
+-- "--", origin marks….
 local argv = (...)["argv"]
 local name, owned, excluded = argv[1], argv[2], argv[3]
 local keep, marks, i = {}, {}, 4

@@ -1,3 +1,5 @@
+-- DestroySnapshotGuarded (program.go). argv = snapshot, named, excluded,
+-- report, refused.
 local argv = (...)["argv"]
 local name, named, excluded, report, refused = argv[1], argv[2], argv[3], argv[4], argv[5]
 if not zfs.exists(name) then return {outcome = "absent"} end
