@@ -3,7 +3,6 @@ package node_test
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -12,23 +11,6 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/node"
 )
-
-// mountsBelow are the kernel's mounts at or below dir, wherever the test
-// harness keeps its own.
-func mountsBelow(t *testing.T, dir string) []string {
-	t.Helper()
-	mounts, err := node.NewMounter(zerolog.Nop()).Mounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []string
-	for _, mount := range mounts {
-		if mount.MountPoint == dir || strings.HasPrefix(mount.MountPoint, dir+"/") {
-			found = append(found, mount.MountPoint)
-		}
-	}
-	return found
-}
 
 func TestKernelNothingIsMountedOutsideTheRoots(t *testing.T) {
 	if !inPrivateMountNamespace(t) {
@@ -45,8 +27,8 @@ func TestKernelNothingIsMountedOutsideTheRoots(t *testing.T) {
 	wantCode(t, h.stage(v), codes.InvalidArgument)
 	v.staging = filepath.Join(link, "staging")
 	wantCode(t, h.stage(v), codes.FailedPrecondition)
-	if found := mountsBelow(t, outside); len(found) != 0 {
-		t.Errorf("the kernel lists %q mounted in the host directory", found)
+	if found := kernelMountsBelow(t, outside); len(found) != 0 {
+		t.Errorf("the kernel lists %v mounted in the host directory", found)
 	}
 	h.wantHostDirIntact(outside)
 }
@@ -79,8 +61,8 @@ func TestKernelTheMounterRefusesALinkSwappedInAfterTheCheck(t *testing.T) {
 			t.Errorf("%s through a link succeeded", name)
 		}
 	}
-	if found := mountsBelow(t, outside); len(found) != 0 {
-		t.Errorf("the kernel lists %q mounted in the host directory", found)
+	if found := kernelMountsBelow(t, outside); len(found) != 0 {
+		t.Errorf("the kernel lists %v mounted in the host directory", found)
 	}
 	// An unmount through a link leaves the mount it would reach.
 	if err := unix.Mount("none", outside, "tmpfs", 0, ""); err != nil {
@@ -94,8 +76,8 @@ func TestKernelTheMounterRefusesALinkSwappedInAfterTheCheck(t *testing.T) {
 	if err := mounter.Unmount(filepath.Join(nested, filepath.Base(outside))); err == nil {
 		t.Error("an unmount through a link succeeded")
 	}
-	if found := mountsBelow(t, outside); len(found) != 1 {
-		t.Errorf("the host directory's own mount is gone: %q", found)
+	if found := kernelMountsBelow(t, outside); len(found) != 1 {
+		t.Errorf("the host directory's own mount is gone: %v", found)
 	}
 }
 
@@ -105,16 +87,7 @@ func TestKernelALinkNamedZvolInAStagedVolumeDoesNotWedgeUnstage(t *testing.T) {
 	}
 	h := newKernelHarness(t)
 	v := h.volume("vol", "zfs")
-	if err := h.stage(v); err != nil {
-		t.Fatal(err)
-	}
-	// The workload's own file, in the volume mounted at the staging path.
-	if err := os.Symlink("/etc", filepath.Join(v.staging, node.BlockStagingFile)); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.unstage(v); err != nil {
-		t.Fatalf("unstage: %v", err)
-	}
+	h.unstageWithAWorkloadsLink(v)
 	if paths := h.kernelMountPoints(); len(paths) != 0 || exists(filepath.Join(v.staging, node.BlockStagingFile)) {
 		t.Errorf("the kernel lists %q mounted; the link is seen in the host's staging directory: %v", paths,
 			exists(filepath.Join(v.staging, node.BlockStagingFile)))

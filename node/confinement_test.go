@@ -219,21 +219,28 @@ func TestTeardownRemovesOnlyWhatTheDriverMade(t *testing.T) {
 	})
 }
 
+// unstageWithAWorkloadsLink stages a filesystem volume, makes a link named
+// like the driver's block staging file in the volume's root (a workload's
+// own file), and unstages it, which must succeed.
+func (h *harness) unstageWithAWorkloadsLink(v *testVolume) {
+	h.t.Helper()
+	if err := h.stage(v); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(v.staging, node.BlockStagingFile)); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.unstage(v); err != nil {
+		h.t.Fatalf("unstage: %v", err)
+	}
+}
+
 func TestAWorkloadCannotWedgeUnstage(t *testing.T) {
 	t.Run("a link named zvol in a staged filesystem does not stop its unstage", func(t *testing.T) {
 		h := newHarness(t)
-		v := h.volume("vol", "ext4")
-		if err := h.stage(v); err != nil {
-			t.Fatal(err)
-		}
 		// The fake mounts nothing on the directory, so the staging directory
 		// stands for the volume's root: what the workload's link is in.
-		if err := os.Symlink("/etc", filepath.Join(v.staging, node.BlockStagingFile)); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.unstage(v); err != nil {
-			t.Fatalf("unstage: %v", err)
-		}
+		h.unstageWithAWorkloadsLink(h.volume("vol", "ext4"))
 		if mounts := h.mountPoints(); len(mounts) != 0 {
 			t.Errorf("still mounted: %v", mounts)
 		}

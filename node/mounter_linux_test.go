@@ -110,13 +110,19 @@ func newKernelHarness(t *testing.T) *harness {
 // lists them.
 func (h *harness) kernelMounts() []node.MountInfo {
 	h.t.Helper()
+	return kernelMountsBelow(h.t, h.dir)
+}
+
+// kernelMountsBelow are the kernel's mounts at or below dir.
+func kernelMountsBelow(t *testing.T, dir string) []node.MountInfo {
+	t.Helper()
 	mounts, err := node.NewMounter(zerolog.Nop()).Mounts()
 	if err != nil {
-		h.t.Fatalf("reading the mount table: %v", err)
+		t.Fatalf("reading the mount table: %v", err)
 	}
 	var below []node.MountInfo
 	for _, mount := range mounts {
-		if strings.HasPrefix(mount.MountPoint, h.dir+"/") {
+		if mount.MountPoint == dir || strings.HasPrefix(mount.MountPoint, dir+"/") {
 			below = append(below, mount)
 		}
 	}
