@@ -92,11 +92,9 @@ func (s *Server) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 }
 
 // otherNodeMarker starts the messages of calls refused because they belong to
-// another node. Nomad sends controller calls to any node running the plugin,
-// ignoring topology, and tries the next one only when the error text holds
-// this phrase (nomad/client_csi_endpoint.go, isRetryable); Kubernetes, whose
-// node-deployed sidecars only call their own node, never sees it.
-const otherNodeMarker = "CSI client error (retryable)"
+// another node (driver.OtherNodeMarker says why, and the metrics count them
+// apart by it).
+const otherNodeMarker = driver.OtherNodeMarker
 
 // volumeDataset resolves a volume ID to its dataset name (driver.Config's
 // VolumeDataset); a refusal for another node carries otherNodeMarker.

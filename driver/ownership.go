@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -22,6 +24,20 @@ type ForeignNodeError struct{ NodeID, ThisNode string }
 
 func (e *ForeignNodeError) Error() string {
 	return fmt.Sprintf("it lives on node %q, this is node %q", e.NodeID, e.ThisNode)
+}
+
+// OtherNodeMarker starts the messages of calls refused because they belong to
+// another node. Nomad sends controller calls to any node running the plugin,
+// ignoring topology, and tries the next one only when the error text holds
+// this phrase (nomad/client_csi_endpoint.go, isRetryable); Kubernetes, whose
+// node-deployed sidecars only call their own node, sees it when a restore is
+// asked of a node that does not hold the snapshot, and reschedules.
+const OtherNodeMarker = "CSI client error (retryable)"
+
+// RefusedForOtherNode reports whether a call's error is such a refusal: the
+// driver working as designed, not failing (the metrics count these apart).
+func RefusedForOtherNode(err error) bool {
+	return err != nil && strings.Contains(status.Convert(err).Message(), OtherNodeMarker)
 }
 
 // VolumeDataset resolves a volume ID of this node to its dataset. The error

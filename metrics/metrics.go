@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -63,11 +64,26 @@ type Config struct {
 // State is what the pool and volume metrics show.
 type State struct {
 	Pools []zfs.Pool
+	// Parents are the configured parent datasets that exist.
+	Parents []Parent
 	// Volumes are the live volumes (not those marked deleted).
 	Volumes []Volume
 	// ReaperBacklog counts volumes marked deleted that still exist, waiting
 	// for their snapshots and clones to go.
 	ReaperBacklog int
+}
+
+// Parent is one parent dataset's space, from the listing that finds the
+// volumes (its row comes with them: no command of its own).
+type Parent struct {
+	Name string
+	Pool string
+	// Available is what new volumes under it can still take (zfs list -o
+	// available): ZFS has already taken thick volumes' refreservations and
+	// any quota of the parent out of it, which zpool's free space ignores.
+	// CreateVolume answers RESOURCE_EXHAUSTED when a volume does not fit in it.
+	Available uint64
+	Used      uint64
 }
 
 // Volume is one live volume's space accounting.
@@ -90,6 +106,7 @@ type Metrics struct {
 	registry        *prometheus.Registry
 	state           *stateCollector // nil without Config.Read
 	rpcDuration     *prometheus.HistogramVec
+	otherNode       *prometheus.CounterVec
 	commandDuration *prometheus.HistogramVec
 }
 
@@ -116,6 +133,11 @@ func New(cfg Config) *Metrics {
 			Help:    "CSI calls served, by method and gRPC code, and how long they took (_count is the number of calls).",
 			Buckets: durationBuckets,
 		}, []string{"method", "code"}),
+		otherNode: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "rpc_other_node_refusals_total",
+			Help: "CSI calls refused because they belong to another node (Nomad tries each node in turn; a restore asked of a node " +
+				"without the snapshot is rescheduled), by method and gRPC code: the driver working as designed, not counted in rpc_duration_seconds.",
+		}, []string{"method", "code"}),
 		commandDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "zfs_command_duration_seconds",
 			Help:    "zfs and zpool commands run, by subcommand and result, and how long they took (_count is the number of commands).",
@@ -127,7 +149,7 @@ func New(cfg Config) *Metrics {
 		ConstLabels: prometheus.Labels{"driver": cfg.DriverName, "version": cfg.Version},
 	})
 	buildInfo.Set(1)
-	m.registry.MustRegister(m.rpcDuration, m.commandDuration, buildInfo)
+	m.registry.MustRegister(m.rpcDuration, m.otherNode, m.commandDuration, buildInfo)
 	if cfg.Read != nil {
 		m.state = newStateCollector(cfg)
 	}
@@ -139,12 +161,19 @@ func New(cfg Config) *Metrics {
 
 // UnaryInterceptor counts and times every call. Give it to driver.NewServer,
 // which runs it outside the error mapping, so the code is the one the CO got.
+// A refusal of another node's call is counted apart (rpc_other_node_refusals_total):
+// on a healthy multi-node Nomad cluster most controller calls a node sees are
+// such refusals, and an error ratio that counted them would always fire.
 func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
 		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-		m.rpcDuration.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+		if driver.RefusedForOtherNode(err) {
+			m.otherNode.WithLabelValues(method, status.Code(err).String()).Inc()
+		} else {
+			m.rpcDuration.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+		}
 		return resp, err
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -96,6 +97,53 @@ func TestCallsAreCountedAndTimedByMethodAndCode(t *testing.T) {
 	}
 }
 
+// A call refused because it is another node's (the phrase Nomad retries on)
+// is the driver working as designed: it is counted apart, and neither the
+// calls nor their codes in rpc_duration_seconds show it.
+func TestCallsRefusedForAnotherNodeAreCountedApart(t *testing.T) {
+	m := New(Config{WithoutProcessMetrics: true})
+	intercept := m.UnaryInterceptor()
+	call := func(method string, err error) {
+		handler := func(context.Context, any) (any, error) { return nil, err }
+		intercept(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Controller/" + method}, handler)
+	}
+	otherNode := func(code codes.Code) error {
+		return status.Errorf(code, "volume \"b:tank/csi/v\": %s: it lives on node \"b\", this is node \"a\"", driver.OtherNodeMarker)
+	}
+	call("CreateVolume", otherNode(codes.ResourceExhausted))
+	call("CreateVolume", otherNode(codes.ResourceExhausted))
+	call("DeleteVolume", otherNode(codes.FailedPrecondition))
+	call("CreateVolume", status.Error(codes.ResourceExhausted, "out of space"))
+	families := scrape(t, m)
+
+	for _, test := range []struct {
+		name   string
+		family string
+		labels map[string]string
+		want   float64
+	}{
+		{"two creations for another node", "zfs_csi_rpc_other_node_refusals_total", map[string]string{"method": "CreateVolume", "code": "ResourceExhausted"}, 2},
+		{"a deletion for another node", "zfs_csi_rpc_other_node_refusals_total", map[string]string{"method": "DeleteVolume", "code": "FailedPrecondition"}, 1},
+		{"a pool out of space is a failed call", "zfs_csi_rpc_duration_seconds", map[string]string{"method": "CreateVolume", "code": "ResourceExhausted"}, 1},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			metric := sample(families, test.family, test.labels)
+			var got float64
+			if metric.GetHistogram() != nil {
+				got = float64(metric.GetHistogram().GetSampleCount())
+			} else {
+				got = metric.GetCounter().GetValue()
+			}
+			if got != test.want {
+				t.Errorf("%s%v = %g, want %g", test.family, test.labels, got, test.want)
+			}
+		})
+	}
+	if metric := sample(families, "zfs_csi_rpc_duration_seconds", map[string]string{"method": "DeleteVolume", "code": "FailedPrecondition"}); metric != nil {
+		t.Errorf("a refusal for another node is counted as a failed call: %v", metric)
+	}
+}
+
 func TestZFSCommandsAreCountedBySubcommandAndResult(t *testing.T) {
 	m := New(Config{WithoutProcessMetrics: true})
 	busy := &zfs.CommandError{Argv: []string{"zfs", "destroy", "tank/csi/a"}, ExitCode: 1, Kind: zfs.ErrBusy}
@@ -133,6 +181,9 @@ func TestZFSCommandsAreCountedBySubcommandAndResult(t *testing.T) {
 
 var testState = State{
 	Pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED", Size: 8 << 30, Allocated: 2 << 30, Free: 6 << 30, Fragmentation: 12}},
+	// A thick volume's reservation: the parent has less available than the
+	// pool has free.
+	Parents: []Parent{{Name: "tank/csi", Pool: "tank", Available: 5 << 30, Used: 1<<30 + 2<<20}},
 	Volumes: []Volume{{ID: "node-a:tank/csi/pvc-a", CSIName: "pvc-a", Kind: "dataset", PVCNamespace: "shop", PVCName: "data",
 		Capacity: 1 << 30, LogicalUsed: 3 << 20, Referenced: 2 << 20, UsedBySnapshots: 1 << 20, CompressRatio: 1.5}},
 	ReaperBacklog: 2,
@@ -147,6 +198,12 @@ func TestPoolAndVolumeGaugesShowTheState(t *testing.T) {
 # HELP zfs_csi_build_info Always 1; labelled with the driver name and version.
 # TYPE zfs_csi_build_info gauge
 zfs_csi_build_info{driver="zfs.csi.dev",version="v1.2.3"} 1
+# HELP zfs_csi_parent_available_bytes Space new volumes under the parent dataset can still take (zfs list -o available): thick volumes' reservations and the parent's quota are already out of it, unlike the pool's free space.
+# TYPE zfs_csi_parent_available_bytes gauge
+zfs_csi_parent_available_bytes{parent="tank/csi",pool="tank"} 5.36870912e+09
+# HELP zfs_csi_parent_used_bytes Space the parent dataset and everything under it use, reservations included (zfs list -o used).
+# TYPE zfs_csi_parent_used_bytes gauge
+zfs_csi_parent_used_bytes{parent="tank/csi",pool="tank"} 1.075838976e+09
 # HELP zfs_csi_pool_fragmentation_ratio Free-space fragmentation of the pool, 0 to 1.
 # TYPE zfs_csi_pool_fragmentation_ratio gauge
 zfs_csi_pool_fragmentation_ratio{pool="tank"} 0.12
@@ -182,7 +239,7 @@ zfs_csi_volume_used_by_snapshots_bytes{volume_id="node-a:tank/csi/pvc-a"} 1.0485
 zfs_csi_zfs_up 1
 `
 	err := testutil.ScrapeAndCompare(server.URL+"/metrics", strings.NewReader(expected),
-		"zfs_csi_build_info", "zfs_csi_pool_fragmentation_ratio", "zfs_csi_pool_free_bytes", "zfs_csi_pool_health",
+		"zfs_csi_build_info", "zfs_csi_parent_available_bytes", "zfs_csi_parent_used_bytes", "zfs_csi_pool_fragmentation_ratio", "zfs_csi_pool_free_bytes", "zfs_csi_pool_health",
 		"zfs_csi_reaper_backlog_volumes", "zfs_csi_volume_compress_ratio", "zfs_csi_volume_info",
 		"zfs_csi_volume_logical_used_bytes", "zfs_csi_volume_used_by_snapshots_bytes", "zfs_csi_zfs_up")
 	if err != nil {

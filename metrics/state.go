@@ -94,6 +94,7 @@ func (c *stateCollector) refresh(done chan struct{}) {
 	// Sorted once here, for every scrape this reading serves.
 	state.Pools = slices.SortedFunc(slices.Values(state.Pools), func(a, b zfs.Pool) int { return strings.Compare(a.Name, b.Name) })
 	state.Volumes = slices.SortedFunc(slices.Values(state.Volumes), func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
+	state.Parents = slices.SortedFunc(slices.Values(state.Parents), func(a, b Parent) int { return strings.Compare(a.Name, b.Name) })
 	r := &reading{state: state, err: err, at: time.Now()}
 	r.took = r.at.Sub(start)
 	if err != nil {
@@ -152,6 +153,21 @@ func (c *stateCollector) write(w io.Writer) error {
 		e.family(f.name, f.help)
 		for _, pool := range pools {
 			e.sample(f.value(pool), "pool", pool.Name)
+		}
+	}
+
+	for _, f := range []struct {
+		name, help string
+		value      func(Parent) float64
+	}{
+		{"parent_available_bytes", "Space new volumes under the parent dataset can still take (zfs list -o available): thick volumes' reservations and the parent's quota are already out of it, unlike the pool's free space.",
+			func(p Parent) float64 { return float64(p.Available) }},
+		{"parent_used_bytes", "Space the parent dataset and everything under it use, reservations included (zfs list -o used).",
+			func(p Parent) float64 { return float64(p.Used) }},
+	} {
+		e.family(f.name, f.help)
+		for _, parent := range state.Parents { // sorted by refresh
+			e.sample(f.value(parent), "parent", parent.Name, "pool", parent.Pool)
 		}
 	}
 

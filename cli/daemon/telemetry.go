@@ -145,6 +145,11 @@ func metricsState(ctx context.Context, z zfs.Interface, cfg driver.Config) (metr
 		return metrics.State{}, err
 	}
 	state := metrics.State{Pools: inv.Pools, ReaperBacklog: inv.ReaperBacklog()}
+	for _, parent := range inv.Parents {
+		if parent.Exists {
+			state.Parents = append(state.Parents, metrics.Parent{Name: parent.Name, Pool: parent.Pool, Available: parent.Available, Used: parent.Used})
+		}
+	}
 	for _, volume := range inv.Live() {
 		state.Volumes = append(state.Volumes, metrics.Volume{
 			ID: volume.ID, CSIName: volume.CSIName, Kind: volume.Kind, PVCNamespace: volume.PVCNamespace, PVCName: volume.PVCName,

@@ -62,6 +62,9 @@ func TestAScrapeAfterACreateSnapshotDeleteCycleShowsCallsAndVolumes(t *testing.T
 
 	web := httptest.NewServer(m.Handler())
 	defer web.Close()
+	// The parent's available space is the pool's 100 GiB less the two thick
+	// volumes' 1 GiB reservations (the held one still reserves), whatever
+	// little they hold: what a CreateVolume can still get.
 	expected := `
 # HELP zfs_csi_reaper_backlog_volumes Volumes deleted by the CO but still held by their snapshots or clones.
 # TYPE zfs_csi_reaper_backlog_volumes gauge
@@ -78,9 +81,13 @@ zfs_csi_volume_referenced_bytes{volume_id="` + kept + `"} 3.145728e+06
 # HELP zfs_csi_pool_size_bytes Pool size.
 # TYPE zfs_csi_pool_size_bytes gauge
 zfs_csi_pool_size_bytes{pool="tank"} 1.073741824e+11
+# HELP zfs_csi_parent_available_bytes Space new volumes under the parent dataset can still take (zfs list -o available): thick volumes' reservations and the parent's quota are already out of it, unlike the pool's free space.
+# TYPE zfs_csi_parent_available_bytes gauge
+zfs_csi_parent_available_bytes{parent="tank/csi",pool="tank"} 1.05226698752e+11
 `
 	if err := testutil.ScrapeAndCompare(web.URL+"/metrics", strings.NewReader(expected), "zfs_csi_reaper_backlog_volumes",
-		"zfs_csi_volume_capacity_bytes", "zfs_csi_volume_info", "zfs_csi_volume_referenced_bytes", "zfs_csi_pool_size_bytes"); err != nil {
+		"zfs_csi_volume_capacity_bytes", "zfs_csi_volume_info", "zfs_csi_volume_referenced_bytes", "zfs_csi_pool_size_bytes",
+		"zfs_csi_parent_available_bytes"); err != nil {
 		t.Error(err)
 	}
 	families := scrapeText(t, web.URL)
