@@ -207,7 +207,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 // planVolume validates a request without touching ZFS.
 func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	plan := volumePlan{name: req.GetName(), capacity: req.GetCapacityRange()}
-	if problem := driver.NameProblem(plan.name); problem != "" {
+	if problem := driver.SpecNameProblem(plan.name); problem != "" {
 		return plan, invalid("%s", problem)
 	}
 	if len(req.GetVolumeCapabilities()) == 0 {
@@ -457,9 +457,9 @@ func (s *Server) findByName(ctx context.Context, plan volumePlan) (*zfs.Dataset,
 				"dataset %s exists and is not managed by %s; it is left alone", row.Name, s.cfg.DriverName)
 		case s.owner.DeletedVolume(row):
 			continue
-		case row.User[s.props.CSIName] != plan.name:
+		case driver.DecodeName(row.User[s.props.CSIName]) != plan.name:
 			return nil, 0, status.Errorf(codes.AlreadyExists, "dataset %s already holds volume %q",
-				row.Name, row.User[s.props.CSIName])
+				row.Name, driver.Bounded(driver.DecodeName(row.User[s.props.CSIName])))
 		default:
 			return &row, 0, nil
 		}
@@ -490,7 +490,7 @@ func (s *Server) findInOtherParents(ctx context.Context, plan volumePlan) (*zfs.
 		return nil, err
 	}
 	for i := range rows {
-		if s.owner.LiveVolume(rows[i]) && rows[i].User[s.props.CSIName] == plan.name {
+		if s.owner.LiveVolume(rows[i]) && driver.DecodeName(rows[i].User[s.props.CSIName]) == plan.name {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists under another parent dataset, as %s",
 				driver.Bounded(plan.name), rows[i].Name)
 		}

@@ -60,7 +60,7 @@ func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool)
 		properties[key] = value
 	}
 	properties[s.props.Managed] = "true"
-	properties[s.props.CSIName] = plan.name
+	properties[s.props.CSIName] = driver.EncodeName(plan.name)
 	properties[s.props.ParamsHash] = plan.params.hash
 	if plan.fsType != "" {
 		properties[s.props.FSType] = plan.fsType

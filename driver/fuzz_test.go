@@ -72,3 +72,27 @@ func FuzzParseVolumeID(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNameProperty: every name the spec allows is stored as a value `zfs
+// list -H` returns intact and reads back as itself; two names never share a
+// value.
+func FuzzNameProperty(f *testing.F) {
+	f.Add("pvc-1", "-")
+	f.Add("a\tb", `"a\tb"`)
+	f.Add(`"\"-\""`, `"-"`)
+	f.Add("\r\n", " ")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for _, name := range []string{a, b} {
+			if SpecNameProblem(name) != "" {
+				return
+			}
+			value := EncodeName(name)
+			if value == "-" || strings.ContainsAny(value, "\t\n") || DecodeName(value) != name {
+				t.Fatalf("%q is stored as %q and reads back as %q", name, value, DecodeName(value))
+			}
+		}
+		if a != b && EncodeName(a) == EncodeName(b) {
+			t.Fatalf("%q and %q are both stored as %q", a, b, EncodeName(a))
+		}
+	})
+}

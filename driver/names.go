@@ -112,11 +112,10 @@ func looksHashed(component string) bool {
 	return true
 }
 
-// NameProblem says why a CSI volume or snapshot name cannot be served, or is
-// "" for a good one. Names are kept in user properties and read back from
-// `zfs list -H`, which cannot return a value with a tab or newline intact
-// and prints "-" for a property that is not set.
-func NameProblem(name string) string {
+// SpecNameProblem says why the spec refuses a CSI volume or snapshot name,
+// or is "" for one it allows: any UTF-8 string of 1 to 128 bytes, tabs,
+// newlines and "-" included. Such names are stored through EncodeName.
+func SpecNameProblem(name string) string {
 	switch {
 	case name == "":
 		return "name is required"
@@ -124,15 +123,69 @@ func NameProblem(name string) string {
 		return fmt.Sprintf("name is %d bytes, more than %d", len(name), MaxIDLength)
 	case !utf8.ValidString(name):
 		return "name is not valid UTF-8"
-	case name == "-":
-		return `name "-" cannot be stored: zfs prints "-" for a property that is not set`
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) {
-			return fmt.Sprintf("name %q holds a control character (%U)", name, r)
-		}
 	}
 	return ""
+}
+
+// NameProblem is SpecNameProblem for names kept in a property as they are,
+// without EncodeName (group snapshot names): those must also avoid what
+// `zfs list -H` cannot return intact, a tab or newline, and "-", which zfs
+// prints for a property that is not set.
+func NameProblem(name string) string {
+	if problem := SpecNameProblem(name); problem != "" {
+		return problem
+	}
+	if name == "-" {
+		return `name "-" cannot be stored: zfs prints "-" for a property that is not set`
+	}
+	if hasControl(name) {
+		return fmt.Sprintf("name %q holds a control character", name)
+	}
+	return ""
+}
+
+// EncodeName is the value of the property that keeps a CSI name
+// (UserProps.CSIName, SnapshotName); DecodeName reads it back, and is the
+// only reader. `zfs list -H` separates columns with tabs and rows with
+// newlines and prints "-" for an unset property, so a name holding a control
+// character, or "-", is kept as a Go double-quoted string ("a\tb"), and
+// every other name as it is: what operators see in `zfs list -o
+// name,<driver>:csi-name` stays the name. A name that is itself such a
+// quoted string is quoted once more, so that no two names share a value.
+//
+// Versions before this encoding kept names (no control characters, never
+// "-") as they are, and those values decode to themselves, except a name
+// that is a double-quoted Go string of what needs quoting — like "a\tb"
+// with its quotes and backslash — which now reads as the string it quotes.
+func EncodeName(name string) string {
+	if needsQuoting(name) {
+		return strconv.Quote(name)
+	}
+	return name
+}
+
+// DecodeName is the CSI name a property value written by EncodeName (or by
+// an earlier version) holds; "" for "" (the property is not set).
+func DecodeName(value string) string {
+	if len(value) < 2 || value[0] != '"' || value[len(value)-1] != '"' {
+		return value
+	}
+	name, err := strconv.Unquote(value)
+	if err != nil || !needsQuoting(name) {
+		return value
+	}
+	return name
+}
+
+// needsQuoting reports whether a name cannot be kept as it is: it would not
+// survive `zfs list -H`, or it would decode as another name. Each step of
+// the recursion unquotes, so it ends.
+func needsQuoting(name string) bool {
+	return name == "-" || hasControl(name) || DecodeName(name) != name
+}
+
+func hasControl(name string) bool {
+	return strings.ContainsFunc(name, unicode.IsControl)
 }
 
 func isAlphanumeric(c byte) bool {

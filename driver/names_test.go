@@ -86,3 +86,66 @@ func TestOwnedDatasetsAreDirectChildrenOfParents(t *testing.T) {
 		}
 	}
 }
+
+// Every name the spec allows survives EncodeName, `zfs list -H` (tabs
+// between columns, newlines between rows, "-" for unset) and DecodeName,
+// and no two names share a stored value.
+func TestEveryNameTheSpecAllowsRoundTripsThroughItsProperty(t *testing.T) {
+	names := []string{
+		"pvc-0b7c4f4e-9a4e-4b8e-8d6f-2a1c3e5d7f90", "-", "a\tb", "a\nb", "a\rb", "\t", "\n", " leading", "trailing ",
+		strings.Repeat("ü", 64), strings.Repeat("\t", 128), "nul\x00byte", "del\x7f", `"quoted"`, `"a\tb"`, `"\"a\\tb\""`,
+		`"-"`, `""`, `"`, `"\`, `\t`, "ünï\u2028code",
+	}
+	stored := map[string]string{}
+	for _, name := range names {
+		if problem := SpecNameProblem(name); problem != "" {
+			t.Fatalf("%q: %s", name, problem)
+		}
+		value := EncodeName(name)
+		if value == "-" || value == "" || strings.ContainsAny(value, "\t\n\r\x00") {
+			t.Errorf("%q is stored as %q, which zfs list -H cannot return intact", name, value)
+		}
+		if got := DecodeName(value); got != name {
+			t.Errorf("%q is stored as %q and reads back as %q", name, value, got)
+		}
+		if other, taken := stored[value]; taken {
+			t.Errorf("%q and %q are both stored as %q", name, other, value)
+		}
+		stored[value] = name
+	}
+}
+
+// Names as versions before the encoding stored them read back as they are.
+func TestNamesStoredBeforeTheEncodingReadBackAsTheyAre(t *testing.T) {
+	for _, value := range []string{"pvc-1", "snapshot-0b7c4f4e", "my volume", `"quoted"`, `say "hi"`, `"unterminated`, `"a\qb"`, "ボリューム"} {
+		if NameProblem(value) != "" {
+			t.Fatalf("%q was not a name older versions stored", value)
+		}
+		if got := DecodeName(value); got != value {
+			t.Errorf("a property %q written by an older version reads as %q", value, got)
+		}
+		if got := EncodeName(value); got != value {
+			t.Errorf("%q is now stored as %q: a retry would not find the volume an older version made", value, got)
+		}
+	}
+}
+
+func TestNameProblems(t *testing.T) {
+	for name, want := range map[string]string{
+		"":                       "name is required",
+		strings.Repeat("x", 129): "more than 128",
+		"\xff":                   "not valid UTF-8",
+		strings.Repeat("ü", 64):  "",
+		"a\tb":                   "",
+		"-":                      "",
+	} {
+		if got := SpecNameProblem(name); !strings.Contains(got, want) || (want == "") != (got == "") {
+			t.Errorf("SpecNameProblem(%q) = %q, want %q", name, got, want)
+		}
+	}
+	for _, name := range []string{"-", "a\tb", "a\nb"} {
+		if NameProblem(name) == "" {
+			t.Errorf("NameProblem(%q) allows a name that cannot be stored as it is", name)
+		}
+	}
+}

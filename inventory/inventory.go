@@ -229,7 +229,7 @@ func parentIndex(cfg driver.Config, dataset string) int {
 
 func newVolume(cfg driver.Config, props driver.UserProps, owner driver.Owner, row zfs.Dataset) Volume {
 	volume := Volume{
-		ID: driver.VolumeID(cfg.NodeID, row.Name), Dataset: row.Name, CSIName: row.User[props.CSIName],
+		ID: driver.VolumeID(cfg.NodeID, row.Name), Dataset: row.Name, CSIName: driver.DecodeName(row.User[props.CSIName]),
 		Capacity: row.RefQuota, Thin: row.RefReservation == 0,
 		Used: row.Used, Referenced: row.Referenced, LogicalUsed: row.LogicalUsed,
 		UsedBySnapshots: row.UsedBySnapshots, CompressRatio: row.CompressRatio, ReadOnly: row.ReadOnly,
@@ -260,7 +260,7 @@ func snapshotState(props driver.UserProps, owner driver.Owner, row zfs.Dataset) 
 func newSnapshot(cfg driver.Config, props driver.UserProps, row zfs.Dataset, state string) Snapshot {
 	dataset, _, _ := strings.Cut(row.Name, "@")
 	snapshot := Snapshot{
-		ID: driver.SnapshotID(cfg.NodeID, row.Name), Name: row.Name, CSIName: row.User[props.SnapshotName],
+		ID: driver.SnapshotID(cfg.NodeID, row.Name), Name: row.Name, CSIName: driver.DecodeName(row.User[props.SnapshotName]),
 		SourceVolumeID: driver.VolumeID(cfg.NodeID, dataset), State: state, Size: row.Referenced,
 		Created: row.Creation, Clones: row.Clones,
 	}

@@ -547,6 +547,9 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 				// nothing the dataset does not.
 				row.CompressRatio = 1
 			}
+			if err := asListed(&row, len(rows)+1); err != nil {
+				return nil, err
+			}
 			rows = append(rows, row)
 		}
 	}

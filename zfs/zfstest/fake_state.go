@@ -1,6 +1,7 @@
 package zfstest
 
 import (
+	"fmt"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"sort"
 	"strconv"
@@ -323,6 +324,25 @@ func (f *Fake) row(d *fakeDataset, userProps []string) zfs.Dataset {
 		}
 	}
 	return row
+}
+
+// asListed makes a row what Exec's List reads from `zfs list -H -p`: zfs
+// prints "-" for a property that is not set, so a value "-" reads as unset,
+// and it prints values as they are, so a value with a tab or a newline
+// breaks the columns or the rows and the listing fails to parse.
+func asListed(row *zfs.Dataset, index int) error {
+	for key, value := range row.User {
+		if strings.ContainsAny(value, "\t\n") {
+			return fmt.Errorf("zfs list: row %d: the value of %s holds a tab or newline, so the columns do not parse", index, key)
+		}
+		if value == "-" {
+			delete(row.User, key)
+		}
+	}
+	if len(row.User) == 0 {
+		row.User = nil
+	}
+	return nil
 }
 
 // inherited resolves a property as ZFS does: set locally, or on the nearest
