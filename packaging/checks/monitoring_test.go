@@ -33,6 +33,7 @@ func exported(t *testing.T) map[string]bool {
 	m := metrics.New(metrics.Config{DriverName: "zfs.csi.dev", Version: "test",
 		Read: func(context.Context) (metrics.State, error) {
 			return metrics.State{Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE", Size: 100, Free: 50, Allocated: 50}},
+				Parents:       []metrics.Parent{{Name: "tank/csi", Pool: "tank", Available: 40, Used: 10}},
 				Volumes:       []metrics.Volume{{ID: "n:tank/csi/v", CSIName: "v", Kind: "dataset", Capacity: 10}},
 				ReaperBacklog: 1}, nil
 		}})
@@ -115,8 +116,10 @@ func TestEveryExpressionParsesAndNamesExportedMetrics(t *testing.T) {
 	if len(found) < 15 {
 		t.Fatalf("found only %d expressions", len(found))
 	}
-	wanted := map[string]bool{"ZFSCSIDaemonDown": false, "ZFSCSIPoolNotOnline": false, "ZFSCSIPoolNearlyFull": false,
-		"ZFSCSIReaperBacklogGrowing": false, "ZFSCSICommandErrors": false, "ZFSCSIRPCErrorRatio": false}
+	wanted := map[string]bool{"ZFSCSIDaemonDown": false, "ZFSCSIDaemonAbsent": false, "ZFSCSIPoolDegraded": false,
+		"ZFSCSIPoolFaulted": false, "ZFSCSIParentNearlyFull": false, "ZFSCSIParentFillingUp": false,
+		"ZFSCSIReaperBacklogGrowing": false, "ZFSCSICommandErrors": false, "ZFSCSIRPCErrorRatio": false,
+		"ZFSCSIStateStale": false, "ZFSCSIStateReadFailing": false}
 	for where, expr := range found {
 		if name, ok := strings.CutPrefix(where, "alert "); ok {
 			wanted[name] = true
@@ -137,6 +140,51 @@ func TestEveryExpressionParsesAndNamesExportedMetrics(t *testing.T) {
 	for name, present := range wanted {
 		if !present {
 			t.Errorf("the alert %s is missing", name)
+		}
+	}
+}
+
+// The dashboard shows each volume in a table with its PVC, fill and
+// compression, each parent's space left, and how old the pool and volume
+// series are.
+func TestDashboardHasTheVolumeTableAndTheStateAge(t *testing.T) {
+	var dashboard struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	data, err := os.ReadFile("../monitoring/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &dashboard); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, panel := range dashboard.Panels {
+		var exprs []string
+		for _, target := range panel.Targets {
+			exprs = append(exprs, target.Expr)
+		}
+		all := strings.Join(exprs, "\n")
+		if panel.Type == "table" && strings.Contains(all, "pvc_name") && strings.Contains(all, "zfs_csi_volume_compress_ratio") &&
+			strings.Contains(all, "zfs_csi_volume_referenced_bytes{instance=~\"$instance\"} / zfs_csi_volume_capacity_bytes") {
+			found["volume table"] = true
+		}
+		if strings.Contains(all, "zfs_csi_zfs_state_age_seconds") {
+			found["state age"] = true
+		}
+		if strings.Contains(all, "zfs_csi_parent_available_bytes") {
+			found["parent space"] = true
+		}
+	}
+	for _, want := range []string{"volume table", "state age", "parent space"} {
+		if !found[want] {
+			t.Errorf("the dashboard has no %s panel", want)
 		}
 	}
 }

@@ -173,7 +173,7 @@ func TestChartValues(t *testing.T) {
 	if scrape := objects["ScrapeConfig/zfs-csi"]; str(scrape, "spec", "jobName") != "zfs-csi" {
 		t.Errorf("metrics enabled: ScrapeConfig %v", scrape)
 	}
-	if rule := objects["PrometheusRule/zfs-csi"]; len(list(rule, "spec", "groups", 0, "rules")) != 7 {
+	if rule := objects["PrometheusRule/zfs-csi"]; len(list(rule, "spec", "groups", 0, "rules")) != 11 {
 		t.Errorf("alertRules: PrometheusRule %v", rule)
 	}
 	if dashboard := objects["ConfigMap/zfs-csi-dashboard"]; !strings.Contains(str(dashboard, "data", "zfs-csi.json"), `"uid": "zfs-csi"`) {
