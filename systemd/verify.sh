@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verify.sh BINARY — `systemd-analyze verify` of systemd/zfs-csi.service, in a
+# verify.sh BINARY — `systemd-analyze verify` of the units in systemd/, in a
 # throwaway root that holds the unit, BINARY at /usr/sbin/zfs-csi (verify
 # checks that ExecStart= is executable) and the host's own units (for the
 # targets the unit names). Any warning fails: verify itself exits 0 on
@@ -16,16 +16,21 @@ trap 'rm -rf "$root"' EXIT
 mkdir -p "$root/usr/sbin" "$root/usr/lib/systemd" "$root/etc/systemd/system"
 cp -a /usr/lib/systemd/system "$root/usr/lib/systemd/"
 install -m 0755 "$binary" "$root/usr/sbin/zfs-csi"
-install -m 0644 "$unit_dir/zfs-csi.service" "$root/etc/systemd/system/zfs-csi.service"
+units=(zfs-csi.service zfs-csi-nomad.service)
+for unit in "${units[@]}"; do
+	install -m 0644 "$unit_dir/$unit" "$root/etc/systemd/system/$unit"
+done
 
-output="$(systemd-analyze --root="$root" verify "$root/etc/systemd/system/zfs-csi.service" 2>&1)" || {
-	echo "$output" >&2
-	echo "verify.sh: systemd-analyze verify failed" >&2
-	exit 1
-}
-if [[ -n $output ]]; then
-	echo "$output" >&2
-	echo "verify.sh: systemd-analyze verify warned about the unit" >&2
-	exit 1
-fi
-echo "systemd-analyze verify: zfs-csi.service OK ($(systemd --version | head -1))"
+for unit in "${units[@]}"; do
+	output="$(systemd-analyze --root="$root" verify "$root/etc/systemd/system/$unit" 2>&1)" || {
+		echo "$output" >&2
+		echo "verify.sh: systemd-analyze verify of $unit failed" >&2
+		exit 1
+	}
+	if [[ -n $output ]]; then
+		echo "$output" >&2
+		echo "verify.sh: systemd-analyze verify warned about $unit" >&2
+		exit 1
+	fi
+done
+echo "systemd-analyze verify: ${units[*]} OK ($(systemd --version | head -1))"

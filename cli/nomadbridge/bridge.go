@@ -1,10 +1,20 @@
-// Package nomadbridge is `zfs-csi nomad-bridge`. Nomad registers CSI plugins
-// only through a task's csi_plugin block, and talks to the plugin on the
-// socket it names in the task's $CSI_ENDPOINT. The daemon runs on the host
-// under systemd, so a raw_exec task runs this bridge: it listens on
-// $CSI_ENDPOINT and copies each connection byte for byte to the daemon's
-// socket. gRPC over HTTP/2 passes through a stream proxy unchanged, so the
-// bridge knows nothing of CSI.
+// Package nomadbridge is `zfs-csi nomad-bridge`, which makes the host's
+// daemon Nomad's CSI plugin without giving any Nomad job its socket.
+//
+// Nomad registers CSI plugins only through a task's csi_plugin block. Its
+// plugin supervisor makes a socket directory for each allocation of such a
+// task on the host, <data_dir>/client/csi/plugins/<alloc ID> (0700, root's),
+// binds it into the task at csi_plugin.mount_dir, and connects to csi.sock in
+// it. The bridge runs on the host as root (zfs-csi-nomad.service), not in a
+// job: it watches those directories, asks the local Nomad agent whose
+// allocation each one is, and listens in the directories of the plugin job's
+// allocations only (its namespace, its job ID, its csi_plugin id, this
+// client), copying each connection byte for byte to the daemon's socket. The
+// plugin job's task itself runs unprivileged and does nothing: it exists so
+// that Nomad supervises the plugin. No host volume exposes the daemon.
+//
+// gRPC over HTTP/2 passes through a stream proxy unchanged, so the bridge
+// knows nothing of CSI.
 package nomadbridge
 
 import (
@@ -30,12 +40,26 @@ import (
 // down makes the Nomad side see a closed connection at once.
 const bridgeDialTimeout = 5 * time.Second
 
+// scanInterval is how often the plugin socket directories are read. Nomad
+// probes a new plugin every 5 s until its health_timeout.
+const scanInterval = 2 * time.Second
+
 // Run runs the bridge until SIGTERM or SIGINT.
 func Run(args []string, _, stderr io.Writer) error {
 	flags := flag.NewFlagSet("zfs-csi nomad-bridge", flag.ContinueOnError)
 	flags.SetOutput(stderr)
-	listen := flags.String("listen", os.Getenv("CSI_ENDPOINT"), "socket Nomad connects to [CSI_ENDPOINT, set by Nomad for csi_plugin tasks]")
-	target := flags.String("target", envflag.String("ZFS_CSI_BRIDGE_TARGET", "unix:///run/zfs-csi/csi.sock"), "the daemon's socket (its --endpoint) [ZFS_CSI_BRIDGE_TARGET]")
+	var cfg hostConfig
+	var endpoint string
+	flags.StringVar(&cfg.DataDir, "nomad-data-dir", envflag.String("ZFS_CSI_NOMAD_DATA_DIR", "/opt/nomad/data"), "the Nomad client's data_dir [ZFS_CSI_NOMAD_DATA_DIR]")
+	flags.StringVar(&cfg.Namespace, "nomad-namespace", envflag.String("ZFS_CSI_NOMAD_NAMESPACE", "zfs-csi"), "the plugin job's namespace [ZFS_CSI_NOMAD_NAMESPACE]")
+	flags.StringVar(&cfg.Job, "nomad-job", envflag.String("ZFS_CSI_NOMAD_JOB", "zfs-csi"), "the plugin job's ID [ZFS_CSI_NOMAD_JOB]")
+	flags.StringVar(&cfg.PluginID, "driver-name", envflag.String("ZFS_CSI_DRIVER_NAME", "zfs.csi.dev"), "the daemon's driver name: the plugin job's csi_plugin id [ZFS_CSI_DRIVER_NAME]")
+	envflag.Endpoint(flags, &endpoint)
+	address := flags.String("nomad-addr", envflag.String("NOMAD_ADDR", "http://127.0.0.1:4646"), "the local Nomad agent's HTTP API [NOMAD_ADDR]")
+	tokenFile := flags.String("nomad-token-file", envflag.String("ZFS_CSI_NOMAD_TOKEN_FILE", "/etc/zfs-csi/nomad-token"), "a Nomad ACL token that may read the plugin job (mode 0600); none when the file does not exist [ZFS_CSI_NOMAD_TOKEN_FILE]")
+	caCert := flags.String("nomad-cacert", envflag.String("NOMAD_CACERT", ""), "CA certificate of the agent's HTTPS [NOMAD_CACERT]")
+	clientCert := flags.String("nomad-client-cert", envflag.String("NOMAD_CLIENT_CERT", ""), "client certificate for the agent's HTTPS [NOMAD_CLIENT_CERT]")
+	clientKey := flags.String("nomad-client-key", envflag.String("NOMAD_CLIENT_KEY", ""), "its key [NOMAD_CLIENT_KEY]")
 	logLevel := flags.String("log-level", envflag.String("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -43,22 +67,25 @@ func Run(args []string, _, stderr io.Writer) error {
 		}
 		return err
 	}
-	if *listen == "" {
-		return fmt.Errorf("no socket to listen on: run under Nomad (csi_plugin sets CSI_ENDPOINT) or pass --listen")
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
 	level, err := zerolog.ParseLevel(*logLevel)
 	if err != nil || *logLevel == "" {
 		return fmt.Errorf("log level %q: use debug, info, warn or error", *logLevel)
 	}
-	// JSON lines on stderr: Nomad keeps them with the allocation's logs.
-	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "nomad-bridge").Logger()
-	bridge, err := newBridge(*listen, *target, log)
+	if cfg.Target, err = driver.SocketPath(endpoint); err != nil {
+		return err
+	}
+	nomad, err := newNomadAPI(*address, *tokenFile, *caCert, *clientCert, *clientKey)
 	if err != nil {
 		return err
 	}
+	// JSON lines on stderr: journald keeps them under zfs-csi-nomad.service.
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "nomad-bridge").Logger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return bridge.serve(ctx)
+	return newHost(cfg, nomad, log).run(ctx, scanInterval)
 }
 
 // bridge forwards connections from one unix socket to another.
@@ -175,7 +202,14 @@ func (b *bridge) forward(client *net.UnixConn, track func(net.Conn, bool) bool) 
 }
 
 func (b *bridge) removeSocket() {
-	if file, err := os.Lstat(b.listenPath); err == nil && os.SameFile(file, b.file) {
+	if b.holdsSocket() {
 		os.Remove(b.listenPath)
 	}
+}
+
+// holdsSocket reports whether the listening path is still this bridge's
+// socket, not removed or replaced.
+func (b *bridge) holdsSocket() bool {
+	file, err := os.Lstat(b.listenPath)
+	return err == nil && os.SameFile(file, b.file)
 }

@@ -1,27 +1,25 @@
 # zfs-csi.nomad.hcl — registers the zfs-csi daemon of every Nomad client as
 # the CSI plugin "zfs.csi.dev" (controller and node in one: monolith).
 #
-# The daemon itself runs on each host under systemd (the zfs-csi package).
-# Nomad registers CSI plugins only through a task's csi_plugin block, so this
-# system job runs `zfs-csi nomad-bridge` on every client: it listens on the
-# socket Nomad gives the task ($CSI_ENDPOINT) and forwards each connection to
-# the daemon's socket, byte for byte. It runs under the exec driver;
-# zfs-csi-raw-exec.nomad.hcl is the fallback for clients without exec.
+# The daemon runs on each host under systemd (the zfs-csi package). Nomad
+# registers CSI plugins only through a task's csi_plugin block: for each
+# allocation of this job it makes a socket directory on the host,
+# <data_dir>/client/csi/plugins/<alloc ID>/ (root's, 0700), and dials
+# csi.sock in it. zfs-csi-nomad.service, on the host, asks the local agent
+# whose allocation each such directory is and serves the daemon's socket
+# there for this job's allocations only (this namespace, this job ID, this
+# csi_plugin id). So the task below needs nothing: it runs `sleep` as nobody
+# without capabilities under exec, and can neither reach the socket (its
+# directory is root's) nor any other part of the host. No host volume exposes the daemon, and the
+# clients keep Nomad's default refusal of root for exec tasks.
 #
-# The bridge runs in a chroot of its own, isolated by namespaces, cgroups and
-# exec's reduced capability set, and sees of the host only the daemon's
-# socket directory (the host volume "zfs-csi") and Nomad's plugin
-# directories. It must run as root in there: the daemon's socket is root's,
-# and Nomad creates the plugin's socket directory for root only (0700).
-# Nomad clients refuse root for exec tasks by default (client option
-# "user.denylist" = "root,Administrator"): this job needs that list without
-# root, which lets every exec job run as root inside exec's isolation. That
-# is less than raw_exec gives every raw_exec job (root on the host, no
-# isolation), and more than the default; README.md, "Nomad", compares them.
+# Whoever may submit this job in its namespace controls the plugin, and so
+# every volume on every client: keep submit-job and csi-register-plugin in
+# namespace "zfs-csi" to the operators (zfs-csi-deployer.policy.hcl).
 #
-# Needs on each client: the zfs-csi package, configured and running
-# (systemctl status zfs-csi), client.hcl's host volume, and
-#   client { options { "user.denylist" = "Administrator" } }
+# Needs on each client: the zfs-csi package, configured and running,
+# zfs-csi-nomad.service enabled with its token, and client.hcl. README.md,
+# "Nomad", has the commands.
 #
 #   nomad job run zfs-csi.nomad.hcl
 #   nomad plugin status zfs.csi.dev
@@ -36,18 +34,19 @@ variable "nomad_data_dir" {
 }
 
 job "zfs-csi" {
-  type     = "system"
-  priority = 90
+  # The bridge serves this namespace and job ID only (ZFS_CSI_NOMAD_NAMESPACE,
+  # ZFS_CSI_NOMAD_JOB in /etc/default/zfs-csi).
+  namespace = "zfs-csi"
+  type      = "system"
+  priority  = 90
+
+  # Only on clients that run the daemon and its bridge (client.hcl).
+  constraint {
+    attribute = "${meta.zfs_csi}"
+    value     = "true"
+  }
 
   group "plugin" {
-    # The daemon's socket directory, declared by client.hcl: clients without
-    # it get no instance of the plugin.
-    volume "socket" {
-      type      = "host"
-      source    = "zfs-csi"
-      read_only = false
-    }
-
     restart {
       attempts = 10
       interval = "5m"
@@ -55,39 +54,40 @@ job "zfs-csi" {
       mode     = "delay"
     }
 
-    task "bridge" {
+    task "plugin" {
       driver = "exec"
-      # The daemon's socket is root's (mode 0600).
-      user = "root"
+      # Nomad's default for exec, said out loud: the task holds no privilege.
+      user = "nobody"
 
       config {
-        command = "/usr/sbin/zfs-csi"
-        args    = ["nomad-bridge", "--target", "unix:///run/zfs-csi/csi.sock"]
-      }
-
-      volume_mount {
-        volume      = "socket"
-        destination = "/run/zfs-csi"
+        command = "/usr/bin/sleep"
+        args    = ["infinity"]
+        # exec hands its default capabilities (dac_override among them) to
+        # tasks of any user, nobody included, as ambient capabilities: with
+        # them this task could open the socket despite its 0600 mode
+        # (measured on Nomad 1.11.3). It needs none.
+        cap_drop = ["all"]
       }
 
       csi_plugin {
         id   = "zfs.csi.dev"
         type = "monolith"
-        # Where Nomad puts the plugin's socket in the task: CSI_ENDPOINT,
-        # which the bridge listens on.
+        # Nomad binds the allocation's socket directory here; the task does
+        # not use it (it cannot enter it either).
         mount_dir = "/csi"
         # Nomad hands the plugin staging and target paths under this
         # directory and binds the same host paths into the tasks that use the
-        # volumes. The daemon runs on the host, not in this task, so the two
+        # volumes. The daemon mounts on the host, not in this task, so the two
         # must be one: the host directory Nomad uses for this plugin.
         stage_publish_base_dir = "${var.nomad_data_dir}/client/csi/monolith/zfs.csi.dev"
-        # The bridge is ready as soon as the daemon answers Probe.
+        # Healthy once zfs-csi-nomad.service serves the allocation and the
+        # daemon answers Probe.
         health_timeout = "2m"
       }
 
       resources {
-        cpu    = 50
-        memory = 64
+        cpu    = 20
+        memory = 32
       }
     }
   }

@@ -10,8 +10,10 @@
 #
 # Each is set up the way README.md tells an administrator: its own pool and
 # parent dataset, our .deb with the host name as node ID, a Nomad agent with
-# the host volume "zfs-csi" for the daemon's socket directory. Results of b go
-# to results/b.
+# ACLs enabled, and README's "Nomad" commands (its ```sh blocks) run as they
+# are written: a's after bootstrapping ACLs, on both clients the bridge's
+# token (which a creates and hands b through the share), client.hcl and
+# zfs-csi-nomad.service. Results of b go to results/b.
 set -uo pipefail
 
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -28,6 +30,10 @@ SERVER_IP=192.168.77.1
 POOL=tank
 WORK=/tmp/e2e-nomad
 DONE=$SHARE/results/scenarios-done
+# What a hands b: the bridge's token, as README step 2 makes it. Test-only:
+# a real cluster copies it to each client by its own means.
+HANDOFF=$SHARE/results/handoff
+MANAGEMENT_TOKEN_FILE=/root/nomad-management.token
 
 # shellcheck source=../lib.sh
 source "$GUEST_DIR/lib.sh"
@@ -85,21 +91,17 @@ client {
   enabled           = true
   servers           = ["$SERVER_IP:4647"]
   network_interface = "$(peer_interface)"
-  # What zfs-csi.nomad.hcl asks for (its bridge runs as root), and the
-  # scenarios' workloads, which stand in for containers and write as root.
+  # Only for the scenarios' workloads, which stand in for containers that
+  # write as root into their volumes. zfs-csi needs no root for exec: its
+  # plugin job runs as nobody (the Plugin scenario checks it).
   options {
     "user.denylist" = "Administrator"
   }
 }
-# What zfs-csi-raw-exec.nomad.hcl asks for.
-plugin "raw_exec" {
-  config {
-    enabled = true
-  }
+acl {
+  enabled = true
 }
 HCL
-	# What README.md tells a Nomad administrator to add for zfs-csi.
-	cp "$NOMAD/specs/client.hcl" /etc/nomad.d/zfs-csi.hcl || return 1
 	systemd-run --unit nomad --property Restart=always --property KillMode=process \
 		/usr/local/bin/nomad agent -config /etc/nomad.d || return 1
 	STEP_NOTE="nomad $(nomad version | head -1)"
@@ -107,18 +109,94 @@ HCL
 
 peer_interface() { ls /sys/class/net | grep -v '^lo$' | head -1; }
 
-# a: both clients ready.
+# readme_block N prints the Nth ```sh block of README.md's "Nomad" section,
+# one command a line.
+readme_block() {
+	awk -v want="$1" '
+		/^## / { in_section = ($0 == "## Nomad") }
+		in_section && /^ *```sh$/ { n++; in_block = (n == want); next }
+		in_block && /^ *```$/ { in_block = 0; next }
+		in_block { sub(/^ +/, ""); if ($0 != "") print }
+	' "$NOMAD/README.md"
+}
+
+# run_readme N DIR runs README's Nth Nomad block in DIR, each command as
+# written. `nomad plugin status` is asked again until it answers: Nomad
+# registers the plugin once an allocation's probe succeeds.
+run_readme() {
+	local n="$1" dir="$2" line commands
+	commands="$(readme_block "$n")"
+	[[ -n $commands ]] || { fail "README.md's Nomad section has no sh block $n"; return 1; }
+	while IFS= read -r line; do
+		say "README Nomad block $n: $line"
+		if [[ $line == "nomad plugin status "* ]]; then
+			local deadline=$((SECONDS + 300))
+			until (cd "$dir" && bash -c "$line" >/dev/null 2>&1); do
+				((SECONDS < deadline)) || { fail "'$line' failed for 300 s"; break; }
+				sleep 5
+			done
+		fi
+		(cd "$dir" && bash -euo pipefail -c "$line") || { fail "README Nomad block $n: '$line' failed"; return 1; }
+	done <<<"$commands"
+}
+
+# a: ACLs bootstrapped, then README step 2 (once per cluster) with the
+# management token; the bridge's token handed to b.
+step_acl() {
+	local token
+	wait_for 120 "the ACL bootstrap" acl_bootstrap || { journalctl -u nomad --no-pager | tail -30; return 1; }
+	token="$(cat "$MANAGEMENT_TOKEN_FILE")"
+	mkdir -p "$WORK/cluster"
+	cp "$NOMAD"/specs/*.hcl "$WORK/cluster/"
+	NOMAD_TOKEN="$token" run_readme 1 "$WORK/cluster" || return 1
+	[[ -s $WORK/cluster/zfs-csi-bridge.token ]] || { fail "README step 2 made no zfs-csi-bridge.token"; return 1; }
+	mkdir -p "$HANDOFF"
+	cp "$WORK/cluster/zfs-csi-bridge.token" "$HANDOFF/zfs-csi-bridge.token.tmp" &&
+		mv "$HANDOFF/zfs-csi-bridge.token.tmp" "$HANDOFF/zfs-csi-bridge.token" || return 1
+	STEP_NOTE="$(NOMAD_TOKEN="$token" nomad acl policy list | tail -n +2 | awk '{print $1}' | tr '\n' ' ')"
+}
+
+acl_bootstrap() {
+	nomad acl bootstrap -t '{{ .SecretID }}' >"$MANAGEMENT_TOKEN_FILE.tmp" 2>/dev/null &&
+		mv "$MANAGEMENT_TOKEN_FILE.tmp" "$MANAGEMENT_TOKEN_FILE"
+}
+
+# both: README step 3, with the token a made and the shipped client.hcl.
+step_client() {
+	wait_for 900 "the bridge's token from node-a" test -s "$HANDOFF/zfs-csi-bridge.token" || return 1
+	local dir=$WORK/client
+	mkdir -p "$dir"
+	cp "$HANDOFF/zfs-csi-bridge.token" "$NOMAD/specs/client.hcl" "$dir/" || return 1
+	run_readme 2 "$dir" || return 1
+	wait_for 60 "zfs-csi-nomad active" systemctl is-active --quiet zfs-csi-nomad || { systemctl status zfs-csi-nomad --no-pager; return 1; }
+	STEP_NOTE="token $(stat -c '%a %U' /etc/zfs-csi/nomad-token), zfs-csi-nomad $(systemctl is-active zfs-csi-nomad)"
+}
+
+# a: README step 4 with a token of the zfs-csi-deployer policy, as an
+# operator who runs the plugin job has (not the management token).
+step_plugin_job() {
+	local deployer
+	deployer="$(NOMAD_TOKEN="$(cat "$MANAGEMENT_TOKEN_FILE")" nomad acl token create -name e2e-deployer \
+		-policy zfs-csi-deployer -t '{{ .SecretID }}')" || return 1
+	NOMAD_TOKEN="$deployer" run_readme 3 "$WORK/cluster" || return 1
+	STEP_NOTE="run with a zfs-csi-deployer token"
+}
+
+# a: both clients ready, each with client.hcl's mark.
 step_cluster() {
-	wait_for 300 "two ready Nomad clients" nodes_ready || { nomad node status; journalctl -u nomad --no-pager | tail -30; return 1; }
+	wait_for 300 "two ready Nomad clients with the zfs_csi mark" nodes_ready ||
+		{ nomad node status; journalctl -u nomad --no-pager | tail -30; return 1; }
 	STEP_NOTE="$(nomad node status | tail -n +2 | awk '{print $4 " " $NF}' | tr '\n' ' ')"
 }
 
-nodes_ready() { [[ $(nomad node status 2>/dev/null | awk '$NF == "ready"' | wc -l) -eq 2 ]]; }
+nodes_ready() {
+	[[ $(nomad node status -filter 'Meta.zfs_csi == "true"' 2>/dev/null | awk '$NF == "ready"' | wc -l) -eq 2 ]]
+}
 
 step_scenarios() {
 	local args=(-test.v -test.timeout 80m)
 	[[ -s $NOMAD/go-test-run ]] && args+=(-test.run "$(cat "$NOMAD/go-test-run")")
-	(cd "$WORK" && ZFS_CSI_E2E_NOMAD_SPECS="$NOMAD/specs" ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER=node-b \
+	(cd "$WORK" && NOMAD_TOKEN="$(cat "$MANAGEMENT_TOKEN_FILE")" ZFS_CSI_E2E_NOMAD_SPECS="$NOMAD/specs" ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER=node-b \
 		ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" \
 		"$NOMAD/nomad.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
@@ -139,22 +217,26 @@ step_publish() {
 collect_logs() {
 	journalctl -u zfs-csi --no-pager -o short-precise >"$RESULTS/driver.log" 2>&1
 	journalctl -u nomad --no-pager -o short-precise >"$RESULTS/nomad.log" 2>&1
+	journalctl -u zfs-csi-nomad --no-pager -o short-precise >"$RESULTS/bridge.log" 2>&1
 	zfs list -t all -o name,type,used,mountpoint >"$RESULTS/zfs-list-end.txt" 2>&1
 }
 
 main() {
 	mkdir -p "$RESULTS" "$WORK"
 	local failed=0 s
-	for s in network driver agent; do
+	local steps=(network driver agent client)
+	[[ $ROLE == a ]] && steps=(network driver agent acl client)
+	for s in "${steps[@]}"; do
 		step "$NODE-$s" "step_$s" || { failed=$((failed + 1)); break; }
 	done
 	if [[ $ROLE == a ]]; then
-		if [[ $failed -eq 0 ]]; then
-			step cluster step_cluster || failed=$((failed + 1))
-		fi
-		if [[ $failed -eq 0 ]]; then
-			step scenarios step_scenarios || failed=$((failed + 1))
-		fi
+		# The scenarios' nomad commands, and the steps below, act as the
+		# cluster's administrator.
+		[[ -s $MANAGEMENT_TOKEN_FILE ]] && NOMAD_TOKEN="$(cat "$MANAGEMENT_TOKEN_FILE")" && export NOMAD_TOKEN
+		for s in cluster plugin_job scenarios; do
+			[[ $failed -eq 0 ]] || break
+			step "${s//_/-}" "step_$s" || failed=$((failed + 1))
+		done
 		touch "$DONE"
 	else
 		[[ $failed -eq 0 ]] && step_publish

@@ -46,6 +46,16 @@ func run(name string, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// runAs runs a nomad command with another ACL token than the suite's.
+func runAs(token, name string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "NOMAD_TOKEN="+token)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
 func must(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	out, err := run(name, args...)

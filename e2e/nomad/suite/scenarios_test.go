@@ -9,7 +9,10 @@ import (
 	"time"
 )
 
-const pluginID = "zfs.csi.dev"
+const (
+	pluginID        = "zfs.csi.dev"
+	pluginNamespace = "zfs-csi"
+)
 
 // TestNomad runs the scenarios in order on one cluster: the plugin job first
 // (the rest need it), nothing left behind last.
@@ -21,11 +24,11 @@ func TestNomad(t *testing.T) {
 		required bool
 	}{
 		{"Plugin", testPlugin, true},
+		{"OnlyThePluginJob", testOnlyThePluginJob, false},
 		{"Routing", testRouting, false},
 		{"Volumes", testVolumes, false},
 		{"SnapshotRestoreExpand", testSnapshotRestoreExpand, false},
 		{"Restart", testRestart, false},
-		{"RawExecFallback", testRawExecFallback, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
 	for _, s := range scenarios {
@@ -35,17 +38,17 @@ func TestNomad(t *testing.T) {
 	}
 }
 
-// 1. The shipped job under exec (zfs-csi.nomad.hcl) runs on both
-// clients and the plugin's controllers and nodes are healthy on each. The
-// raw_exec job is run by RawExecFallback.
+// 1. The shipped job (zfs-csi.nomad.hcl), which suite.sh ran with README's
+// commands and a zfs-csi-deployer token, is healthy on both clients: each
+// client's zfs-csi-nomad.service serves the daemon in its allocation.
 func testPlugin(t *testing.T, e *env) {
-	e.plugin(t, "zfs-csi.nomad.hcl")
+	e.pluginHealthy(t)
 }
 
-// plugin runs a plugin job and waits for it to be healthy on both clients.
-func (e *env) plugin(t *testing.T, job string) {
+// pluginHealthy waits for the plugin's controllers and nodes to be healthy
+// on both clients.
+func (e *env) pluginHealthy(t *testing.T) {
 	t.Helper()
-	must(t, "nomad", "job", "run", "-detach", filepath.Join(e.specs, job))
 	eventually(t, 5*time.Minute, "the plugin healthy on both clients", func() (bool, error) {
 		var p struct {
 			ControllersHealthy, ControllersExpected, NodesHealthy, NodesExpected int
@@ -60,7 +63,7 @@ func (e *env) plugin(t *testing.T, job string) {
 		if p.ControllersHealthy == 2 && p.NodesHealthy == 2 {
 			return true, nil
 		}
-		status, _ := run("nomad", "job", "status", "zfs-csi")
+		status, _ := run("nomad", "job", "status", "-namespace", pluginNamespace, "zfs-csi")
 		return false, fmt.Errorf("controllers %d/%d, nodes %d/%d; %s", p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected, status)
 	})
 	t.Log(must(t, "nomad", "plugin", "status", pluginID))
@@ -337,8 +340,8 @@ func testSnapshotRestoreExpand(t *testing.T, e *env) {
 	e.onNode(t, e.node, ds, false)
 }
 
-// 5. Restarting zfs-csi and the Nomad agent while a job writes: the job keeps
-// running and its data.
+// 5. Restarting zfs-csi, its Nomad bridge and the Nomad agent while a job
+// writes: the job keeps running and its data, the plugin stays healthy.
 func testRestart(t *testing.T, e *env) {
 	id := "busy"
 	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
@@ -354,7 +357,7 @@ func testRestart(t *testing.T, e *env) {
 		}
 		return strings.Count(string(data), "\n")
 	}
-	for _, unit := range []string{"zfs-csi", "nomad"} {
+	for _, unit := range []string{"zfs-csi", "zfs-csi-nomad", "nomad"} {
 		before := lines()
 		must(t, "systemctl", "restart", unit)
 		eventually(t, 3*time.Minute, "the agent's API after restarting "+unit, func() (bool, error) {
@@ -387,23 +390,6 @@ func testRestart(t *testing.T, e *env) {
 		return err == nil, err
 	})
 	e.onNode(t, e.node, ds, false)
-}
-
-// 6. The raw_exec job (zfs-csi-raw-exec.nomad.hcl) in place of the exec one: healthy
-// on both clients, and a volume on the other node creates and deletes.
-func testRawExecFallback(t *testing.T, e *env) {
-	must(t, "nomad", "job", "stop", "-purge", "zfs-csi")
-	e.plugin(t, "zfs-csi-raw-exec.nomad.hcl")
-	id := "raw"
-	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.peer + `"`, `"10GiB"`: `"64MiB"`})
-	must(t, "nomad", "volume", "create", spec)
-	node, ds := dataset(t, e.volume(t, id))
-	if node != e.peer {
-		t.Errorf("volume made on %s, asked for %s", node, e.peer)
-	}
-	e.onNode(t, node, ds, true)
-	must(t, "nomad", "volume", "delete", id)
-	e.onNode(t, node, ds, false)
 }
 
 // mountOf finds where a dataset is mounted on this host.
