@@ -54,9 +54,12 @@ func (g *GroupServer) GroupControllerGetCapabilities(ctx context.Context, _ *csi
 // idempotency and all the snapshots in one transaction group.
 func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
 	s := g.s
-	if problem := driver.NameProblem(req.GetName()); problem != "" {
+	if problem := driver.SpecNameProblem(req.GetName()); problem != "" {
 		return nil, invalid("%s", problem)
 	}
+	// Stored as every CSI name is (a TAB or a newline would break zfs list
+	// -H): the group mark, and the start of each member's name.
+	stored := driver.EncodeName(req.GetName())
 	for key := range req.GetParameters() {
 		if !strings.HasPrefix(key, kubernetesPrefix) {
 			return nil, invalid("unknown group snapshot parameter %q: group snapshots take none", driver.Bounded(key))
@@ -79,7 +82,7 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 	// Members are named "<group>/<dataset>": the index names the snapshots
 	// that may belong to a group of this name elsewhere, so the program reads
 	// those instead of every volume's (before the first listing it must).
-	others, indexed := s.snapshots.withPrefix(req.GetName() + "/")
+	others, indexed := s.snapshots.withPrefix(stored + "/")
 	var parents []string
 	for _, parent := range s.cfg.ParentDatasets {
 		if zfs.PoolOf(parent) == pool && !indexed {
@@ -87,11 +90,11 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		}
 	}
 	snapshot := s.groupComponent(req.GetName())
-	if legacy := s.namer.SnapshotComponent(req.GetName()); s.indexedAt(req.GetName()+"/"+datasets[0]) == datasets[0]+"@"+legacy {
+	if legacy := s.namer.SnapshotComponent(req.GetName()); s.indexedAt(stored+"/"+datasets[0]) == datasets[0]+"@"+legacy {
 		snapshot = legacy // a group made before group names had their own name space: the same call finds it
 	}
 	result, err := s.zfs.SnapshotGroup(ctx, zfs.GroupSnapshotRequest{Datasets: datasets, Snapshot: snapshot,
-		Guard: s.owner.VolumeGuard(), Group: s.props.Group, Name: req.GetName(), Named: s.props.SnapshotName,
+		Guard: s.owner.VolumeGuard(), Group: s.props.Group, Name: stored, Named: s.props.SnapshotName,
 		SizeProperty: s.props.Size, CountProperty: s.props.GroupMembers, Pending: s.props.Snapshotting,
 		Others: others, Parents: parents})
 	switch {
@@ -114,7 +117,7 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 	}
 	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: driver.GroupSnapshotID(s.cfg.NodeID, pool, snapshot), ReadyToUse: true}
 	for i, member := range result.Members {
-		s.snapshots.add(req.GetName()+"/"+datasets[i], member.Name)
+		s.snapshots.add(stored+"/"+datasets[i], member.Name)
 		rendered := s.csiSnapshot(member)
 		rendered.GroupSnapshotId = group.GroupSnapshotId
 		group.Snapshots = append(group.Snapshots, rendered)

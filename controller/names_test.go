@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -112,5 +113,43 @@ func TestANameTheSpecAllowsIsFoundUnderAnotherParent(t *testing.T) {
 		if code(err) != codes.AlreadyExists {
 			t.Errorf("%s: CreateVolume under the other parent: %v, want ALREADY_EXISTS", test.what, err)
 		}
+	}
+}
+
+// Group snapshots take every name the spec allows too: made, found again by
+// a retry (also by a restarted server, whose first listing fills the
+// index), read and deleted through their ID.
+func TestEveryNameTheSpecAllowsMakesAGroupSnapshotThatRetriesFind(t *testing.T) {
+	for path, h := range map[string]*harness{"cold": newHarness(t), "warm": warmHarness(t)} {
+		t.Run(path, func(t *testing.T) {
+			for i, test := range specNames {
+				volumes := []string{
+					h.create(createRequest(fmt.Sprintf("a%d", i), 1<<30, mountCapability(""))).GetVolumeId(),
+					h.create(createRequest(fmt.Sprintf("b%d", i), 1<<30, mountCapability(""))).GetVolumeId(),
+				}
+				create := func(server *Server) (*csi.VolumeGroupSnapshot, error) {
+					response, err := server.Group().CreateVolumeGroupSnapshot(context.Background(),
+						&csi.CreateVolumeGroupSnapshotRequest{Name: test.name, SourceVolumeIds: volumes})
+					return response.GetGroupSnapshot(), err
+				}
+				group, err := create(h.server)
+				if err != nil {
+					t.Fatalf("%s: CreateVolumeGroupSnapshot: %v", test.what, err)
+				}
+				restarted, err := New(h.server.cfg, h.fake, h.server.log)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, server := range map[string]*Server{"a retry": h.server, "a restarted server's retry": restarted} {
+					if again, err := create(server); err != nil || again.GetGroupSnapshotId() != group.GetGroupSnapshotId() {
+						t.Errorf("%s: %s made %v, %v; want %s", test.what, name, again.GetGroupSnapshotId(), err, group.GetGroupSnapshotId())
+					}
+				}
+				if _, err := h.server.Group().DeleteVolumeGroupSnapshot(context.Background(),
+					&csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: group.GetGroupSnapshotId()}); err != nil {
+					t.Errorf("%s: DeleteVolumeGroupSnapshot: %v", test.what, err)
+				}
+			}
+		})
 	}
 }
