@@ -25,8 +25,16 @@ test: $(HELM)
 	cd e2e/k8s && go vet ./... && go test ./...
 
 
-.PHONY: helm
+.PHONY: helm chart
 helm: $(HELM)
+
+# The Helm chart as $(CHART_DIR)/zfs-csi-<version>.tgz, its version and
+# appVersion the packages' (PKG_VERSION below): a chart and the .deb and .rpm
+# of one build name one release (packaging/kubernetes/helm_test.go checks).
+CHART_DIR ?= dist
+chart: $(HELM)
+	mkdir -p '$(CHART_DIR)'
+	$(HELM) package packaging/helm/zfs-csi --version '$(PKG_VERSION)' --app-version '$(PKG_VERSION)' --destination '$(CHART_DIR)'
 
 $(HELM):
 	mkdir -p out/tools

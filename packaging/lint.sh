@@ -27,8 +27,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # examples lists the example files a package listing names, sorted.
-examples() { grep -oE 'examples/(kubernetes|nomad|monitoring)/[^/ ]+$' | sort; }
-want_examples=$(cd packaging && ls kubernetes/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
+examples() { grep -oE 'examples/(kubernetes(/snapshots)?|nomad|monitoring)/[^/ ]+$' | sort; }
+want_examples=$(cd packaging && ls kubernetes/*.yaml kubernetes/snapshots/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
 
 declare -A want=([amd64]=62 [arm64]=183 [x86_64]=62 [aarch64]=183)
 status=0

@@ -49,13 +49,20 @@ k8s_prepare() {
 	# Hard links: the share and the cache are on one file system, and the
 	# tarballs are hundreds of MB.
 	while read -r img; do ln -f "$img" "$dir/images/" 2>/dev/null || cp "$img" "$dir/images/"; done <<<"$images"
+	# The cluster has the snapshot CRDs (k8s_addons): the manifests that need
+	# them come along in snapshots/, applied with the rest (kubectl apply -R).
+	mkdir -p "$dir/manifests/snapshots"
 	cp "$REPO"/packaging/kubernetes/*.yaml "$dir/manifests/"
+	cp "$REPO"/packaging/kubernetes/snapshots/*.yaml "$dir/manifests/snapshots/"
 	# The chart, rendered here (helm is built for make test) with values that
 	# are not its defaults; scenario Chart installs it in place of the manifests.
 	make -s -C "$REPO" helm >&2 || die "cannot build helm (make helm)"
 	local helm
 	helm="$REPO/out/tools/helm-$(sed -n 's/^HELM_VERSION := //p' "$REPO/Makefile")"
-	"$helm" template zfs-csi "$REPO/packaging/helm/zfs-csi" --values "$K8S_DIR/helm-values.yaml" >"$dir/chart.yaml" ||
+	# In namespace zfs-csi-chart, on a cluster with the snapshot API and this
+	# Kubernetes version (what helm install would learn from the cluster).
+	"$helm" template zfs-csi "$REPO/packaging/helm/zfs-csi" --namespace zfs-csi-chart --values "$K8S_DIR/helm-values.yaml" \
+		--api-versions snapshot.storage.k8s.io/v1 --kube-version "$K8S_VERSION" >"$dir/chart.yaml" ||
 		die "helm template of packaging/helm/zfs-csi failed"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
 	k8s_addons "$dir/addons" "$tag"

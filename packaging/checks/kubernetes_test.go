@@ -97,6 +97,8 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("../kubernetes/*.yaml")
+	snapshotFiles, _ := filepath.Glob("../kubernetes/snapshots/*.yaml")
+	files = append(files, snapshotFiles...)
 	total := 0
 	for _, file := range files {
 		data, err := os.ReadFile(file)
@@ -116,7 +118,8 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 		}
 		helm = found[len(found)-1]
 	}
-	for _, args := range [][]string{nil, {"--values", "../kubernetes/testdata/helm-values.yaml"}} {
+	snapshotAPI := []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
+	for _, args := range [][]string{nil, snapshotAPI, append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...)} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(helm, append([]string{"template", "zfs-csi", "../helm/zfs-csi"}, args...)...)
 		cmd.Stderr = &stderr

@@ -1,7 +1,8 @@
 // Package checks holds the checks of what zfs-csi ships that need heavy
 // dependencies, kept out of the driver's module: the Grafana dashboard and
 // the Prometheus alert rules (packaging/monitoring: every PromQL expression
-// parses, every metric it names is one the driver exports), and the
+// parses, every metric it names is one the driver exports, every alert fires
+// where it must and only there, every runbook link leads to a heading), and the
 // Kubernetes objects of the plain manifests and the Helm chart, decoded
 // strictly by the Kubernetes API types.
 package checks
@@ -9,6 +10,7 @@ package checks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -19,7 +21,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
-	"gopkg.in/yaml.v3"
 
 	"github.com/zfs-csi/zfs-csi/metrics"
 	"github.com/zfs-csi/zfs-csi/zfs"
@@ -62,45 +63,39 @@ func exported(t *testing.T) map[string]bool {
 	return names
 }
 
-// expressions gathers every PromQL expression the alert rules and the
-// dashboard hold, by where they are.
-func expressions(t *testing.T) map[string]string {
-	found := map[string]string{}
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	data, err := os.ReadFile("../monitoring/alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &rules); err != nil {
-		t.Fatal(err)
-	}
-	for _, group := range rules.Groups {
-		for _, rule := range group.Rules {
-			found["alert "+rule.Alert] = rule.Expr
-		}
-	}
+// panel is one panel of the shipped dashboard, as far as the checks read it.
+type panel struct {
+	Title   string `json:"title"`
+	Type    string `json:"type"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+}
+
+// dashboardPanels reads the panels of packaging/monitoring's dashboard.
+func dashboardPanels(t *testing.T) []panel {
+	t.Helper()
 	var dashboard struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Panels []panel `json:"panels"`
 	}
-	if data, err = os.ReadFile("../monitoring/dashboard.json"); err != nil {
+	data, err := os.ReadFile("../monitoring/dashboard.json")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &dashboard); err != nil {
 		t.Fatal(err)
 	}
-	for _, panel := range dashboard.Panels {
+	return dashboard.Panels
+}
+
+// expressions gathers every PromQL expression the alert rules and the
+// dashboard hold, by where they are.
+func expressions(t *testing.T) map[string]string {
+	found := map[string]string{}
+	for _, rule := range shippedRules(t) {
+		found[fmt.Sprint("alert ", rule["alert"])] = fmt.Sprint(rule["expr"])
+	}
+	for _, panel := range dashboardPanels(t) {
 		for i, target := range panel.Targets {
 			found["panel "+panel.Title+" #"+string(rune('A'+i))] = target.Expr
 		}
@@ -148,24 +143,8 @@ func TestEveryExpressionParsesAndNamesExportedMetrics(t *testing.T) {
 // compression, each parent's space left, and how old the pool and volume
 // series are.
 func TestDashboardHasTheVolumeTableAndTheStateAge(t *testing.T) {
-	var dashboard struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Type    string `json:"type"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	data, err := os.ReadFile("../monitoring/dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &dashboard); err != nil {
-		t.Fatal(err)
-	}
 	found := map[string]bool{}
-	for _, panel := range dashboard.Panels {
+	for _, panel := range dashboardPanels(t) {
 		var exprs []string
 		for _, target := range panel.Targets {
 			exprs = append(exprs, target.Expr)

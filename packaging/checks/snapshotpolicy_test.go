@@ -18,7 +18,7 @@ import (
 // contents no node's csi-snapshotter would see.
 func contentPolicy(t *testing.T) *admissionv1.ValidatingAdmissionPolicy {
 	t.Helper()
-	data, err := os.ReadFile("../kubernetes/60-snapshot-policy.yaml")
+	data, err := os.ReadFile("../kubernetes/snapshots/60-snapshot-policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,11 @@ func helm(t *testing.T) string {
 	if len(found) == 0 {
 		t.Fatal("no helm: run make helm (make test does), or set HELM")
 	}
-	return found[len(found)-1]
+	absolute, err := filepath.Abs(found[len(found)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return absolute
 }
 
 const chart = "../helm/zfs-csi"
@@ -85,28 +89,108 @@ func byKindAndName(objects []object) map[string]map[string]any {
 	return out
 }
 
-// The chart and the plain manifests cannot drift: with its default values
-// the chart renders the same objects, field for field.
-func TestChartRendersThePlainManifests(t *testing.T) {
-	plain, charted := byKindAndName(load(t)), byKindAndName(render(t))
-	for key, doc := range plain {
-		if !reflect.DeepEqual(doc, charted[key]) {
-			t.Errorf("%s differs:\n plain %v\n chart %v", key, doc, charted[key])
+// releaseLabels are what Helm adds to the labels of the plain manifests:
+// which chart and release made an object. A kubectl apply cannot say that.
+var releaseLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+// withoutReleaseLabels checks that an object of the chart carries Helm's
+// labels, on itself and on its pod template, and returns it without them.
+func withoutReleaseLabels(t *testing.T, o object) object {
+	t.Helper()
+	for _, path := range [][]any{{"metadata", "labels"}, {"spec", "template", "metadata", "labels"}} {
+		labels, ok := get(o.doc, path...).(map[string]any)
+		if !ok {
+			if len(path) == 2 {
+				t.Errorf("%v has no labels", o)
+			}
+			continue
+		}
+		if str(labels, "app.kubernetes.io/name") == "" || str(labels, "app.kubernetes.io/part-of") != "zfs-csi" {
+			t.Errorf("%v: labels %v lack app.kubernetes.io/name or part-of", o, labels)
+		}
+		for _, name := range releaseLabels {
+			if str(labels, name) == "" {
+				t.Errorf("%v: labels %v lack %s", o, labels, name)
+			}
+			delete(labels, name)
 		}
 	}
-	for key := range charted {
-		if _, ok := plain[key]; !ok {
-			t.Errorf("the chart renders %s, which the plain manifests lack", key)
-		}
+	return o
+}
+
+// snapshotAPI and kubeVersion are what helm template must be told of a
+// cluster with the snapshot CRDs and ValidatingAdmissionPolicy v1 (helm
+// install reads them from the cluster).
+var withSnapshotAPI = []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
+
+// The chart and the plain manifests cannot drift: with its default values
+// and the release in namespace zfs-csi, the chart renders the same objects,
+// field for field, less the Namespace (helm --create-namespace makes it) and
+// plus Helm's labels; on a cluster without the snapshot CRDs, the same less
+// what needs them (the plain manifests' snapshots/ directory).
+func TestChartRendersThePlainManifests(t *testing.T) {
+	for _, test := range []struct {
+		name      string
+		args      []string
+		snapshots bool
+	}{
+		{"with the snapshot API", withSnapshotAPI, true},
+		{"without it", nil, false},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			plain := map[string]map[string]any{}
+			for _, o := range load(t) {
+				if o.kind() != "Namespace" && (test.snapshots || filepath.Dir(o.file) != snapshotDir) {
+					plain[o.kind()+"/"+o.name()] = o.doc
+				}
+			}
+			var objects []object
+			for _, o := range render(t, append([]string{"--namespace", namespace}, test.args...)...) {
+				objects = append(objects, withoutReleaseLabels(t, o))
+			}
+			charted := byKindAndName(objects)
+			for key, doc := range plain {
+				if !reflect.DeepEqual(doc, charted[key]) {
+					t.Errorf("%s differs:\n plain %v\n chart %v", key, doc, charted[key])
+				}
+			}
+			for key := range charted {
+				if _, ok := plain[key]; !ok {
+					t.Errorf("the chart renders %s, which the plain manifests lack", key)
+				}
+			}
+		})
 	}
 }
 
 func TestChartLintsWithItsValuesAndOthers(t *testing.T) {
 	touchInputs(t)
-	for _, args := range [][]string{nil, {"--values", "testdata/helm-values.yaml"}} {
+	for _, args := range [][]string{nil, {"--values", "testdata/helm-values.yaml"}, {"--kube-version", "1.34.0"}} {
 		out, err := exec.Command(helm(t), append([]string{"lint", "--strict", chart}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Errorf("helm lint %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// values.schema.json: a misspelt or mistyped value fails helm template (and
+// install and lint) instead of being ignored.
+func TestChartRefusesValuesItDoesNotKnow(t *testing.T) {
+	touchInputs(t)
+	for _, set := range []string{
+		"namespace=storage",                  // the release's namespace now (helm -n)
+		"priorityClass=system-node-critical", // priorityClassName
+		"images.provisioner.tag=",
+		"images.resizer.pullPolicy=Sometimes",
+		"storageClasses[0].reclaimPolcy=Retain",
+		"storageClasses[0].volumeBindingMode=Later",
+		"snapshotter.enabled=yes",
+		"metrics.port=0",
+		"kubeletDir=var/lib/kubelet",
+	} {
+		out, err := exec.Command(helm(t), "template", "zfs-csi", chart, "--set", set).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "schema") {
+			t.Errorf("helm template --set %s: %v, want a schema error\n%s", set, err, out)
 		}
 	}
 }
@@ -131,17 +215,39 @@ func TestChartMonitoringFilesAreThePackagedOnes(t *testing.T) {
 
 // A non-default set of values: what each changes.
 func TestChartValues(t *testing.T) {
-	objects := byKindAndName(render(t, "--values", "testdata/helm-values.yaml"))
-	if _, ok := objects["Namespace/storage"]; ok {
-		t.Error("createNamespace: false still renders the Namespace")
+	rendered := render(t, append([]string{"--namespace", "storage", "--values", "testdata/helm-values.yaml"}, withSnapshotAPI...)...)
+	for _, o := range rendered {
+		withoutReleaseLabels(t, o)
+		if ns := str(o.doc, "metadata", "namespace"); ns != "" && ns != "storage" {
+			t.Errorf("%v is in namespace %q, not the release's", o, ns)
+		}
+	}
+	objects := byKindAndName(rendered)
+	for key := range objects {
+		if strings.HasPrefix(key, "Namespace/") {
+			t.Errorf("the chart renders %s: helm install --create-namespace makes it, and uninstall must not delete it", key)
+		}
 	}
 	daemonSet := objects["DaemonSet/zfs-csi-sidecars"]
 	if got := str(daemonSet, "metadata", "namespace"); got != "storage" {
 		t.Errorf("the DaemonSet is in %q", got)
 	}
+	if got := get(daemonSet, "spec", "updateStrategy"); !reflect.DeepEqual(got, map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": "25%"}}) {
+		t.Errorf("updateStrategy %v", got)
+	}
+	template := get(daemonSet, "spec", "template", "metadata")
+	if str(template, "labels", "team") != "storage" || str(template, "annotations", "example.com/scrape") != "false" {
+		t.Errorf("pod labels and annotations %v", template)
+	}
 	pod := get(daemonSet, "spec", "template", "spec")
-	if str(pod, "priorityClassName") != "system-node-critical" || str(pod, "nodeSelector", "zfs.csi.dev/host") != "true" {
+	if str(pod, "priorityClassName") != "storage-critical" || str(pod, "nodeSelector", "zfs.csi.dev/host") != "true" {
 		t.Errorf("pod spec %v", pod)
+	}
+	if str(pod, "imagePullSecrets", 0, "name") != "mirror" {
+		t.Errorf("imagePullSecrets %v", get(pod, "imagePullSecrets"))
+	}
+	if str(pod, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", 0, "matchExpressions", 0, "key") != "zfs.csi.dev/node" {
+		t.Errorf("affinity %v", get(pod, "affinity"))
 	}
 	var names []string
 	for _, c := range list(pod, "containers") {
@@ -156,6 +262,13 @@ func TestChartValues(t *testing.T) {
 	if !reflect.DeepEqual(names, []string{"csi-provisioner", "csi-resizer"}) {
 		t.Errorf("containers %v, want the provisioner and the resizer (snapshotter disabled)", names)
 	}
+	provisioner := list(pod, "containers")[0]
+	if str(provisioner, "image") != "mirror.example.com/csi-provisioner:v6.4.1" || str(provisioner, "imagePullPolicy") != "Always" {
+		t.Errorf("provisioner image %q, pull policy %q", str(provisioner, "image"), str(provisioner, "imagePullPolicy"))
+	}
+	if args := texts(provisioner, "args"); args[len(args)-1] != "--v=5" {
+		t.Errorf("provisioner args %v lack the extra --v=5 at the end", args)
+	}
 	if got := str(pod, "volumes", 0, "hostPath", "path"); got != "/data/kubelet/plugins/"+driverName {
 		t.Errorf("socket directory %q", got)
 	}
@@ -164,24 +277,135 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("snapshotter disabled still renders %s", o)
 		}
 	}
-	if sc := objects["StorageClass/fast"]; str(sc, "parameters", "zfs.recordsize") != "16K" || len(objects) == 0 {
-		t.Errorf("StorageClass fast %v", sc)
+	fast := objects["StorageClass/fast"]
+	if str(fast, "parameters", "zfs.recordsize") != "16K" || str(fast, "reclaimPolicy") != "Retain" ||
+		str(fast, "metadata", "annotations", "storageclass.kubernetes.io/is-default-class") != "true" ||
+		str(fast, "volumeBindingMode") != "Immediate" || !reflect.DeepEqual(texts(fast, "mountOptions"), []string{"noatime"}) ||
+		str(fast, "allowedTopologies", 0, "matchLabelExpressions", 0, "key") != "zfs.csi.dev/node" || get(fast, "allowVolumeExpansion") != false {
+		t.Errorf("StorageClass fast %v", fast)
+	}
+	if plain := objects["StorageClass/plain"]; get(plain, "metadata", "annotations") != nil || str(plain, "volumeBindingMode") != "WaitForFirstConsumer" ||
+		get(plain, "allowVolumeExpansion") != true {
+		t.Errorf("StorageClass plain (defaults) %v", plain)
 	}
 	if _, ok := objects["StorageClass/zfs-ext4"]; ok {
 		t.Error("a StorageClass left out of the values is rendered")
 	}
-	if scrape := objects["ScrapeConfig/zfs-csi"]; str(scrape, "spec", "jobName") != "zfs-csi" {
+	scrape := objects["ScrapeConfig/zfs-csi"]
+	if str(scrape, "spec", "jobName") != "zfs-csi" || str(scrape, "metadata", "labels", "release") != "monitoring" ||
+		str(scrape, "metadata", "labels", "prometheus") != "main" {
 		t.Errorf("metrics enabled: ScrapeConfig %v", scrape)
 	}
-	if rule := objects["PrometheusRule/zfs-csi"]; len(list(rule, "spec", "groups", 0, "rules")) != 11 {
+	keep := get(scrape, "spec", "relabelings", 0)
+	if str(keep, "action") != "keep" || str(keep, "regex") != "true" ||
+		!reflect.DeepEqual(texts(keep, "sourceLabels"), []string{"__meta_kubernetes_node_labelpresent_zfs_csi_dev_node"}) {
+		t.Errorf("the ScrapeConfig does not keep only the nodes labelled zfs.csi.dev/node first: %v", keep)
+	}
+	rule := objects["PrometheusRule/zfs-csi"]
+	if len(list(rule, "spec", "groups", 0, "rules")) != 11 || str(rule, "metadata", "labels", "release") != "monitoring" {
 		t.Errorf("alertRules: PrometheusRule %v", rule)
 	}
-	if dashboard := objects["ConfigMap/zfs-csi-dashboard"]; !strings.Contains(str(dashboard, "data", "zfs-csi.json"), `"uid": "zfs-csi"`) {
+	if dashboard := objects["ConfigMap/zfs-csi-dashboard"]; !strings.Contains(str(dashboard, "data", "zfs-csi.json"), `"uid": "zfs-csi"`) ||
+		str(dashboard, "metadata", "labels", "grafana_dashboard") != "1" {
 		t.Errorf("grafanaDashboard: ConfigMap %v", dashboard)
 	}
 	for _, rb := range []string{"ClusterRoleBinding/zfs-csi-provisioner", "RoleBinding/zfs-csi-sidecars"} {
 		if got := str(objects[rb], "subjects", 0, "namespace"); got != "storage" {
 			t.Errorf("%s binds the ServiceAccount of namespace %q", rb, got)
+		}
+	}
+}
+
+// The snapshot objects come with the snapshot API, whatever the values say:
+// without the CRDs a VolumeSnapshotClass would fail the whole install. The
+// admission policy also needs ValidatingAdmissionPolicy v1 (1.30).
+func TestChartRendersSnapshotObjectsOnlyWhereTheAPIExists(t *testing.T) {
+	snapshotObjects := []string{"VolumeSnapshotClass/zfs-snapshot", "ValidatingAdmissionPolicy/" + contentPolicy, "ValidatingAdmissionPolicyBinding/" + contentPolicy}
+	for _, test := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no snapshot CRDs", []string{"--kube-version", "1.34.0"}, nil},
+		{"snapshot CRDs", withSnapshotAPI, snapshotObjects},
+		{"snapshot CRDs on Kubernetes 1.29", []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.29.0"}, snapshotObjects[:1]},
+		{"snapshot CRDs, a default class", append([]string{"--set", "snapshotter.defaultSnapshotClass=true"}, withSnapshotAPI...), snapshotObjects},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			objects := byKindAndName(render(t, test.args...))
+			var got []string
+			for _, key := range snapshotObjects {
+				if _, ok := objects[key]; ok {
+					got = append(got, key)
+				}
+			}
+			if !reflect.DeepEqual(got, test.want) {
+				t.Errorf("renders %v, want %v", got, test.want)
+			}
+			class := objects["VolumeSnapshotClass/zfs-snapshot"]
+			if isDefault := str(class, "metadata", "annotations", "snapshot.storage.kubernetes.io/is-default-class") == "true"; class != nil && isDefault != strings.Contains(test.name, "default") {
+				t.Errorf("VolumeSnapshotClass default annotation %v", get(class, "metadata", "annotations"))
+			}
+		})
+	}
+}
+
+// The chart's version is the release's: Chart.yaml names the newest release
+// of packaging/changelog.yml (the packages' changelog), and make chart
+// packages it as the build's package version (make pkg-version), for a
+// tagged build and for one after the tag alike.
+func TestChartVersionIsTheReleaseVersion(t *testing.T) {
+	touchInputs(t)
+	var meta struct {
+		Version    string `yaml:"version"`
+		AppVersion string `yaml:"appVersion"`
+	}
+	data, err := os.ReadFile(chart + "/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	var changelog []struct {
+		Semver string `yaml:"semver"`
+	}
+	if data, err = os.ReadFile("../changelog.yml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &changelog); err != nil || len(changelog) == 0 {
+		t.Fatalf("packaging/changelog.yml: %v", err)
+	}
+	if meta.Version != changelog[0].Semver || meta.AppVersion != changelog[0].Semver {
+		t.Errorf("Chart.yaml has version %q and appVersion %q; the newest release in packaging/changelog.yml is %q",
+			meta.Version, meta.AppVersion, changelog[0].Semver)
+	}
+	for _, build := range [][]string{
+		{"VERSION=v0.2.0", "LAST_TAG=0.2.0", "COMMIT_TIME=20261201000000", "COMMIT=0123456789ab"},
+		{"VERSION=v0.2.0-3-g0b0b0b0", "LAST_TAG=0.2.0", "COMMIT_TIME=20261202000000", "COMMIT=0b0b0b0b0b0b"},
+	} {
+		out, err := exec.Command("make", append([]string{"-s", "-C", "../..", "pkg-version"}, build...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make pkg-version: %v\n%s", err, out)
+		}
+		want := strings.TrimSpace(string(out))
+		dir := t.TempDir()
+		if out, err := exec.Command("make", append([]string{"-s", "-C", "../..", "chart", "CHART_DIR=" + dir, "HELM=" + helm(t)}, build...)...).CombinedOutput(); err != nil {
+			t.Fatalf("make chart: %v\n%s", err, out)
+		}
+		packaged, _ := filepath.Glob(dir + "/zfs-csi-*.tgz")
+		if len(packaged) != 1 {
+			t.Fatalf("make chart made %v", packaged)
+		}
+		out, err = exec.Command(helm(t), "show", "chart", packaged[0]).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(out, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if meta.Version != want || meta.AppVersion != want || filepath.Base(packaged[0]) != "zfs-csi-"+want+".tgz" {
+			t.Errorf("make chart %v: %s, version %q, appVersion %q; want the package version %q", build, filepath.Base(packaged[0]), meta.Version, meta.AppVersion, want)
 		}
 	}
 }

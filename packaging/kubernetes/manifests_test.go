@@ -1,5 +1,6 @@
 // Package kubernetes holds the Kubernetes manifests of zfs-csi (the *.yaml
-// files beside this one) and the test that parses every one of them and
+// files beside this one, and in snapshots/ those that need the snapshot
+// CRDs) and the test that parses every one of them and
 // checks the fields that matter: one driver name throughout, the CSIDriver
 // semantics, the sidecars' arguments and socket, and RBAC for what the
 // sidecars do.
@@ -80,11 +81,18 @@ func texts(node any, path ...any) []string {
 	return out
 }
 
-// load parses every document of every *.yaml file here.
+// snapshotDir holds the manifests that need the snapshot API (its CRDs):
+// applied apart, so that kubectl apply -f of this directory works without
+// them.
+const snapshotDir = "snapshots"
+
+// load parses every document of every *.yaml file here and in snapshotDir.
 func load(t *testing.T) []object {
 	t.Helper()
 	files, err := filepath.Glob("*.yaml")
-	if err != nil || len(files) == 0 {
+	more, _ := filepath.Glob(snapshotDir + "/*.yaml")
+	files = append(files, more...)
+	if err != nil || len(files) == 0 || len(more) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}
 	var objects []object
@@ -373,5 +381,30 @@ func TestSnapshotContentPolicyIsBoundAndOnlyForThisDriver(t *testing.T) {
 	}
 	if str(policy, "spec", "failurePolicy") != "Ignore" {
 		t.Error("failurePolicy is not Ignore: a policy that cannot be evaluated would block every snapshot")
+	}
+}
+
+// kubectl apply -f of this directory must work on a cluster without the
+// snapshot CRDs (README calls snapshots optional): whatever names the
+// snapshot API is in snapshotDir, applied once the CRDs are there.
+func TestOnlyTheSnapshotDirectoryNeedsTheSnapshotAPI(t *testing.T) {
+	for _, o := range load(t) {
+		needsSnapshots := strings.HasPrefix(str(o.doc, "apiVersion"), "snapshot.storage.k8s.io/") ||
+			strings.Contains(fmt.Sprint(o.doc["spec"]), "snapshot.storage.k8s.io")
+		inDir := filepath.Dir(o.file) == snapshotDir
+		if needsSnapshots && !inDir {
+			t.Errorf("%v needs the snapshot API: move it to %s/", o, snapshotDir)
+		}
+		if inDir && !needsSnapshots && o.kind() != "ValidatingAdmissionPolicyBinding" {
+			t.Errorf("%v is in %s/ but works without the snapshot API", o, snapshotDir)
+		}
+	}
+}
+
+// One priority class for the sidecars, the chart's default too.
+func TestSidecarsHaveTheNodeCriticalPriority(t *testing.T) {
+	pod := get(only(t, load(t), "DaemonSet")[0].doc, "spec", "template", "spec")
+	if got := str(pod, "priorityClassName"); got != "system-node-critical" {
+		t.Errorf("priorityClassName %q, want system-node-critical", got)
 	}
 }

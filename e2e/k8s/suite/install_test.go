@@ -111,7 +111,10 @@ func testChart(t *testing.T, e *env) {
 	// kubelet removes a pod's logs with the pod: check the manifests'
 	// sidecars for RBAC and watch errors while they are there.
 	e.sidecarLogsClean(t)
-	must(t, e.kubectl, "delete", "-f", e.manifests, "--wait=true", "--timeout=5m")
+	must(t, e.kubectl, "delete", "-R", "-f", e.manifests, "--wait=true", "--timeout=5m")
+	// The chart owns no Namespace (helm install --create-namespace makes it).
+	must(t, e.kubectl, "create", "namespace", chartNS)
+	must(t, e.kubectl, "label", "namespace", chartNS, "pod-security.kubernetes.io/enforce=privileged")
 	must(t, e.kubectl, "apply", "-f", e.chart)
 	e.driverNS = chartNS
 	e.sidecarsReady(t)

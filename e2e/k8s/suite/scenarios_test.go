@@ -102,7 +102,7 @@ func (e *env) registered(t *testing.T, before int) {
 
 // 2. The shipped manifests apply unchanged and every sidecar runs.
 func testManifests(t *testing.T, e *env) {
-	must(t, e.kubectl, "apply", "-f", e.manifests)
+	must(t, e.kubectl, "apply", "-R", "-f", e.manifests) // with snapshots/: the cluster has the CRDs
 	e.sidecarsReady(t)
 }
 

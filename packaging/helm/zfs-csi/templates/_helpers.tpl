@@ -4,6 +4,50 @@
 {{/* The host directory of the daemon's Kubernetes socket. */}}
 {{- define "zfs-csi.socketDir" -}}{{ trimSuffix "/" .Values.kubeletDir }}/plugins/{{ include "zfs-csi.driver" . }}{{- end -}}
 
+{{/* The topology key the daemon reports; kubelet labels each node that runs
+it with this key when the daemon registers. */}}
+{{- define "zfs-csi.topologyKey" -}}{{ include "zfs-csi.driver" . }}/node{{- end -}}
+
+{{/*
+The labels of every object: the plain manifests' (app.kubernetes.io/name and
+part-of) and the release's. The DaemonSet and its pods are named
+zfs-csi-sidecars (their selector, which cannot change on upgrade); pass
+"name" to override. packaging/kubernetes/helm_test.go compares the render
+with the plain manifests without the release's labels.
+*/}}
+{{- define "zfs-csi.labels" -}}
+{{- $ctx := .ctx | default . -}}
+app.kubernetes.io/name: {{ .name | default "zfs-csi" }}
+app.kubernetes.io/part-of: zfs-csi
+{{ include "zfs-csi.releaseLabels" $ctx }}
+{{- end -}}
+
+{{/* What Helm adds to the plain manifests' labels. */}}
+{{- define "zfs-csi.releaseLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | replace "+" "_" | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* An image reference from repository and tag. */}}
+{{- define "zfs-csi.image" -}}
+image: {{ printf "%s:%s" .repository .tag }}
+imagePullPolicy: {{ .pullPolicy }}
+{{- end -}}
+
+{{/* Whether the cluster serves the snapshot API (the snapshot CRDs); helm
+template asks --api-versions snapshot.storage.k8s.io/v1. */}}
+{{- define "zfs-csi.hasSnapshotAPI" -}}
+{{- if .Capabilities.APIVersions.Has "snapshot.storage.k8s.io/v1" }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the cluster has ValidatingAdmissionPolicy v1 (Kubernetes 1.30+);
+helm template asks --kube-version. */}}
+{{- define "zfs-csi.hasAdmissionPolicy" -}}
+{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end -}}
+{{- end -}}
+
 {{/* What every sidecar shares: security context, resources, the socket. */}}
 {{- define "zfs-csi.sidecar" -}}
 securityContext:
@@ -21,4 +65,15 @@ resources:
 volumeMounts:
   - name: socket-dir
     mountPath: /csi
+{{- end -}}
+
+{{/* The labels a Prometheus selects its ScrapeConfigs and PrometheusRules
+by: kube-prometheus-stack's is release=<its release name>. */}}
+{{- define "zfs-csi.monitoringLabels" -}}
+{{- with .Values.metrics.release }}
+release: {{ . }}
+{{- end }}
+{{- with .Values.metrics.labels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
