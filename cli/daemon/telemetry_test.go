@@ -59,6 +59,9 @@ func TestAScrapeAfterACreateSnapshotDeleteCycleShowsCallsAndVolumes(t *testing.T
 		t.Fatal(err)
 	}
 	client.DeleteVolume(t.Context(), &csi.DeleteVolumeRequest{}) // INVALID_ARGUMENT
+	// Another node's volume, as Nomad sends it to any node: refused by design,
+	// counted apart from the calls served.
+	client.DeleteVolume(t.Context(), &csi.DeleteVolumeRequest{VolumeId: "other-node:tank/csi/pvc-x"})
 
 	web := httptest.NewServer(m.Handler())
 	defer web.Close()
@@ -96,10 +99,14 @@ zfs_csi_parent_available_bytes{parent="tank/csi",pool="tank"} 1.05226698752e+11
 		`zfs_csi_rpc_duration_seconds_count{code="OK",method="CreateSnapshot"} 1`,
 		`zfs_csi_rpc_duration_seconds_count{code="OK",method="DeleteVolume"} 1`,
 		`zfs_csi_rpc_duration_seconds_count{code="InvalidArgument",method="DeleteVolume"} 1`,
+		`zfs_csi_rpc_other_node_refusals_total{code="FailedPrecondition",method="DeleteVolume"} 1`,
 	} {
 		if !strings.Contains(families, want) {
 			t.Errorf("the scrape lacks %s", want)
 		}
+	}
+	if strings.Contains(families, `zfs_csi_rpc_duration_seconds_count{code="FailedPrecondition"`) {
+		t.Error("another node's volume counts as a failed call")
 	}
 }
 
