@@ -21,7 +21,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/metrics"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -41,6 +44,9 @@ func exported(t *testing.T) map[string]bool {
 	m.ObserveCommand("list", time.Millisecond, nil)
 	interceptor := m.UnaryInterceptor()
 	_, _ = interceptor(context.Background(), nil, &grpcInfo, func(context.Context, any) (any, error) { return nil, nil })
+	_, _ = interceptor(context.Background(), nil, &grpcInfo, func(context.Context, any) (any, error) {
+		return nil, status.Error(codes.ResourceExhausted, driver.OtherNodeMarker+": the source lives on another node")
+	})
 	server := httptest.NewServer(m.Handler())
 	defer server.Close()
 	response, err := server.Client().Get(server.URL + "/metrics")
