@@ -4,14 +4,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The CSI livenessprobe sidecar listens on 9808 by convention: the metrics
 // port the documentation and the packaged defaults suggest must be another.
 func TestMetricsExamplesStayOffTheLivenessProbesPort(t *testing.T) {
-	for _, path := range []string{"README.md", "packaging/default/zfs-csi"} {
+	for _, path := range []string{"README.md", "docs/monitoring.md", "packaging/default/zfs-csi"} {
 		text, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -85,4 +88,80 @@ func TestTheInstallCommandsPickOnePackage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTheDocumentsLinkToWhatExists: README.md and docs/ link to each other
+// by relative paths and heading anchors; a section moved or renamed must not
+// leave a link to nowhere.
+func TestTheDocumentsLinkToWhatExists(t *testing.T) {
+	documents, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documents = append(documents, "README.md", "ARCHITECTURE.md")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, document := range documents {
+		text, err := os.ReadFile(document)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, match := range link.FindAllStringSubmatch(outsideCodeFences(string(text)), -1) {
+			target := match[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := document
+			if file != "" {
+				path = filepath.Join(filepath.Dir(document), file)
+			}
+			linked, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s links to %s: %v", document, target, err)
+				continue
+			}
+			if anchor != "" && !slices.Contains(headingAnchors(string(linked)), anchor) {
+				t.Errorf("%s links to %s: %s has no heading whose anchor is #%s", document, target, path, anchor)
+			}
+		}
+	}
+}
+
+// outsideCodeFences is markdown without its fenced code blocks.
+func outsideCodeFences(markdown string) string {
+	var kept []string
+	fenced := false
+	for _, line := range strings.Split(markdown, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "\n")
+}
+
+// headingAnchors lists the anchors GitHub makes for a Markdown file's
+// headings: lower case, spaces as hyphens, other punctuation dropped.
+func headingAnchors(markdown string) []string {
+	var anchors []string
+	for _, line := range strings.Split(outsideCodeFences(markdown), "\n") {
+		heading := strings.TrimLeft(line, "#")
+		if heading == line || !strings.HasPrefix(heading, " ") {
+			continue
+		}
+		var anchor strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+			switch {
+			case r == ' ':
+				anchor.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				anchor.WriteRune(r)
+			}
+		}
+		anchors = append(anchors, anchor.String())
+	}
+	return anchors
 }

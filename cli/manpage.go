@@ -75,7 +75,10 @@ again for every connection.
 .BR zpool (8),
 .BR systemctl (1)
 .PP
-/usr/share/doc/zfs-csi/README.md
+/usr/share/doc/zfs-csi/README.md, and the documents it links to in
+/usr/share/doc/zfs-csi/docs/: configuration.md (every setting),
+operations.md (the operator commands), monitoring.md (metrics and alerts),
+troubleshooting.md.
 `
 
 // manExamples are the EXAMPLES section's commands and what each does.

@@ -50,7 +50,7 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 		// node-stage secrets, which were needed only after a reboot until
 		// now (issue 34 asks that secrets given be checked, not that they
 		// be required). What guards a loaded key is who reaches the socket;
-		// README says so: encryption protects data at rest.
+		// docs/encryption.md says so: encryption protects data at rest.
 		return nil
 	}
 	root := row.EncryptionRoot

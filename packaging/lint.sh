@@ -29,6 +29,9 @@ trap 'rm -rf "$work"' EXIT
 # examples lists the example files a package listing names, sorted.
 examples() { grep -oE 'examples/(kubernetes(/snapshots)?|nomad|monitoring)/[^/ ]+$' | sort; }
 want_examples=$(cd packaging && ls kubernetes/*.yaml kubernetes/snapshots/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
+# documents lists the documents beside the README a package listing names.
+documents() { grep -oE 'zfs-csi/docs/[^/ ]+\.md$' | sort; }
+want_documents=$(ls docs/*.md | sed 's|^|zfs-csi/|' | sort)
 
 declare -A want=([amd64]=62 [arm64]=183 [x86_64]=62 [aarch64]=183)
 status=0
@@ -40,6 +43,9 @@ for deb in "$dir"/*.deb; do
 	machine=$(elf_machine "$work/bin")
 	if [ "$(dpkg-deb -c "$deb" | awk '{print $6}' | examples)" != "$want_examples" ]; then
 		echo "$deb: the examples are not all packaged"; status=1
+	fi
+	if [ "$(dpkg-deb -c "$deb" | awk '{print $6}' | documents)" != "$want_documents" ]; then
+		echo "$deb: the documents (docs/) are not all packaged"; status=1
 	fi
 	if [ "$machine" != "${want[$arch]:-?}" ]; then echo "$deb: Architecture $arch but the binary's ELF machine is $machine"; status=1; fi
 	echo "ok $deb ($arch, ELF machine $machine)"
@@ -54,6 +60,9 @@ for rpm in "$dir"/*.rpm; do
 	if [ "$(rpm -qlp "$rpm" 2>/dev/null | examples)" != "$want_examples" ] ||
 		[ "$(rpm -qdp "$rpm" 2>/dev/null | examples)" != "$want_examples" ]; then
 		echo "$rpm: the examples are not all packaged as documentation"; status=1
+	fi
+	if [ "$(rpm -qdp "$rpm" 2>/dev/null | documents)" != "$want_documents" ]; then
+		echo "$rpm: the documents (docs/) are not all packaged as documentation"; status=1
 	fi
 	if [ "$machine" != "${want[$arch]:-?}" ]; then echo "$rpm: arch $arch but the binary's ELF machine is $machine"; status=1; fi
 	echo "ok $rpm ($arch, ELF machine $machine)"

@@ -385,7 +385,7 @@ func TestSnapshotContentPolicyIsBoundAndOnlyForThisDriver(t *testing.T) {
 }
 
 // kubectl apply -f of this directory must work on a cluster without the
-// snapshot CRDs (README calls snapshots optional): whatever names the
+// snapshot CRDs (docs/kubernetes.md calls snapshots optional): whatever names the
 // snapshot API is in snapshotDir, applied once the CRDs are there.
 func TestOnlyTheSnapshotDirectoryNeedsTheSnapshotAPI(t *testing.T) {
 	for _, o := range load(t) {

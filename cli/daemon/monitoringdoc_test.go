@@ -16,14 +16,15 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// README's "Scraping from off the host" is what an operator copies: each
-// command there runs here as it is written, in a temporary directory that
-// stands for /etc/zfs-csi, and the Prometheus configuration shown there
-// scrapes the listener through Prometheus' own HTTP client code.
-func TestReadmeScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
-	blocks := readmeBlocks(t, "**Scraping from off the host.**")
+// The "Scraping from off the host" section of docs/monitoring.md is what an
+// operator copies: each command there runs here as it is written, in a
+// temporary directory that stands for /etc/zfs-csi, and the Prometheus
+// configuration shown there scrapes the listener through Prometheus' own
+// HTTP client code.
+func TestScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
+	blocks := docBlocks(t, "../../docs/monitoring.md", "## Scraping from off the host")
 	if got := blockLanguages(blocks); got != "sh conf sh yaml" {
-		t.Fatalf("the section's code blocks are %q, want sh conf sh yaml (commands, settings, checks, scrape config): update this test with the README", got)
+		t.Fatalf("the section's code blocks are %q, want sh conf sh yaml (commands, settings, checks, scrape config): update this test with the document", got)
 	}
 	makeFiles, settings, check, scrapeConfig := blocks[0].text, blocks[1].text, blocks[2].text, blocks[3].text
 	etc := t.TempDir()
@@ -35,7 +36,7 @@ func TestReadmeScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
 	}
 	opts, err := parseOptions("test", []string{"--parent-dataset", "tank/csi", "--node-id", "node-1"}, io.Discard)
 	if err != nil {
-		t.Fatalf("the daemon refuses the README's settings: %v", err)
+		t.Fatalf("the daemon refuses the document's settings: %v", err)
 	}
 	if opts.metricsAddress != "0.0.0.0:9820" || filepath.Dir(opts.metricsWebConfig) != "/etc/zfs-csi" {
 		t.Errorf("the settings give --metrics-address %q and --metrics-web-config %q; the section's text speaks of 0.0.0.0:9820 and /etc/zfs-csi",
@@ -79,7 +80,7 @@ func TestReadmeScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
 		if job.JobName != "zfs-csi" || job.Scheme != "https" {
 			t.Errorf("job_name %q, scheme %q; want zfs-csi (the alert rules' job) and https", job.JobName, job.Scheme)
 		}
-		// Beside prometheus.yml, as the README says: this host's certificate
+		// Beside prometheus.yml, as the document says: this host's certificate
 		// as the list of hosts' certificates, and the password.
 		prometheusDir := t.TempDir()
 		copyFile(t, filepath.Join(etc, "metrics.crt"), filepath.Join(prometheusDir, client.TLSConfig.CAFile))
@@ -104,29 +105,33 @@ func TestReadmeScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
 	})
 }
 
-type readmeBlock struct{ language, text string }
+type docBlock struct{ language, text string }
 
-// readmeBlocks returns the fenced code blocks of the README paragraph that
-// starts with heading, up to the next paragraph that starts in bold.
-func readmeBlocks(t *testing.T, heading string) []readmeBlock {
+// docBlocks returns the fenced code blocks of the Markdown section of path
+// under the heading line, up to the next heading of the same or a higher
+// level.
+func docBlocks(t *testing.T, path, heading string) []docBlock {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, found := strings.Cut(string(readme), "\n"+heading)
+	_, section, found := strings.Cut(string(doc), "\n"+heading+"\n")
 	if !found {
-		t.Fatalf("README.md has no paragraph %q", heading)
+		t.Fatalf("%s has no section %q", path, heading)
 	}
-	section, _, _ = strings.Cut(section, "\n\n**")
-	var blocks []readmeBlock
+	level, _, _ := strings.Cut(heading, " ")
+	for _, end := range []string{"\n# ", "\n## ", "\n### "}[:len(level)] {
+		section, _, _ = strings.Cut(section, end)
+	}
+	var blocks []docBlock
 	for _, match := range regexp.MustCompile("(?ms)^```(\\w*)\n(.*?)^```$").FindAllStringSubmatch(section, -1) {
-		blocks = append(blocks, readmeBlock{language: match[1], text: match[2]})
+		blocks = append(blocks, docBlock{language: match[1], text: match[2]})
 	}
 	return blocks
 }
 
-func blockLanguages(blocks []readmeBlock) string {
+func blockLanguages(blocks []docBlock) string {
 	var languages []string
 	for _, block := range blocks {
 		languages = append(languages, block.language)
