@@ -38,7 +38,8 @@ type Server struct {
 	sources   sourceIndex
 	copies    copyJobs
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
-	// snapshot (before 2.2): CreateSnapshot lists and snapshots from then on.
+	// snapshot (no zfs.sync.set_prop): CreateSnapshot lists and snapshots
+	// from then on.
 	noGuardedSnapshots atomic.Bool
 	// groupProbe remembers whether ZFS can take group snapshots.
 	groupProbe struct {

@@ -207,7 +207,7 @@ func TestGroupSnapshotsOnZFSBefore22AreNotOfferedAndRefused(t *testing.T) {
 	h.fake.PlayBefore22()
 	capabilities, err := h.server.Group().GroupControllerGetCapabilities(context.Background(), &csi.GroupControllerGetCapabilitiesRequest{})
 	if err != nil || len(capabilities.GetCapabilities()) != 0 {
-		t.Errorf("capabilities on 2.1: %v, %v; want none", capabilities, err)
+		t.Errorf("capabilities where programs cannot set properties: %v, %v; want none", capabilities, err)
 	}
 	before := h.fake.Names()
 	_, err = h.server.Group().CreateVolumeGroupSnapshot(context.Background(), &csi.CreateVolumeGroupSnapshotRequest{Name: "g", SourceVolumeIds: []string{a}})

@@ -32,7 +32,7 @@ var specNames = []struct{ what, name string }{
 // (whose first listing fills the snapshot index); and the listings, which
 // read every name property, keep working. snapshotPaths covers each way
 // CreateSnapshot runs: listing first, the guarded program alone, and the
-// list-then-snapshot of ZFS before 2.2.
+// list-then-snapshot of a ZFS without zfs.sync.set_prop.
 func TestEveryNameTheSpecAllowsMakesVolumesAndSnapshotsThatRetriesFind(t *testing.T) {
 	for path, h := range snapshotPaths(t) {
 		t.Run(path, func(t *testing.T) {

@@ -30,8 +30,8 @@ func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err 
 // guarded snapshot (zfs.Guarded) that checks the source's ownership and that
 // the CSI name is free on it, and on the snapshot snapshotIndex says holds the
 // name, in the transaction that makes it. Before the index has had its first
-// full listing, and on ZFS before 2.2 (no zfs.sync.set_prop), it is a zfs
-// list and a zfs snapshot instead.
+// full listing, and on a ZFS whose channel programs cannot set properties
+// (no zfs.sync.set_prop), it is a zfs list and a zfs snapshot instead.
 func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if problem := driver.SpecNameProblem(req.GetName()); problem != "" {
 		return nil, invalid("%s", problem)
@@ -125,7 +125,7 @@ func notThisSnapshot(snapshot, name string) error {
 }
 
 // snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates), then
-// the guarded snapshot (on ZFS 2.2 and later: two commands, as the plain
+// the guarded snapshot (where programs set properties: two commands, as the plain
 // snapshot it replaces), or a zfs snapshot and a read of it.
 func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequest, dataset, snapshot string) (*csi.CreateSnapshotResponse, error) {
 	rows, err := s.snapshotCandidates(ctx, dataset, req.GetName())

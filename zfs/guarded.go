@@ -49,8 +49,9 @@ const (
 )
 
 // ErrUnsupported is returned by guarded changes this ZFS cannot make in one
-// transaction (SnapshotGuarded needs zfs.sync.set_prop, OpenZFS 2.2 and
-// later). Nothing changed; the caller falls back to separate commands.
+// transaction (SnapshotGuarded needs channel programs that set properties,
+// zfs.sync.set_prop: OpenZFS 2.1.11 and 2.3.2 both have it). Nothing changed;
+// the caller falls back to separate commands.
 var ErrUnsupported = errors.New("not supported by this ZFS version")
 
 // DestroyRequest describes a DestroyGuarded call.
@@ -175,7 +176,7 @@ type Guarded interface {
 	// whatever Guard.Excluded says (a retry after the volume was deleted).
 	// ErrNotFound when the dataset does not exist, ErrExists when a snapshot
 	// of that name exists without the value (see Pending), ErrUnsupported
-	// (nothing changed) on ZFS before 2.2.
+	// (nothing changed) on a ZFS without zfs.sync.set_prop.
 	SnapshotGuarded(ctx context.Context, req SnapshotRequest) (SnapshotResult, error)
 	// DestroySnapshotGuarded destroys a snapshot as `zfs destroy -d` does (at
 	// once, or with its last clone) when it carries req.Named, does not carry
@@ -187,11 +188,12 @@ type Guarded interface {
 	// when all pass the guard and the group's name is free (group.go).
 	// ErrNotFound when a dataset does not exist, ErrExists when a snapshot
 	// of that name exists that is no member of this group, ErrCrossPool for
-	// datasets of several pools, ErrUnsupported (nothing changed) on ZFS
-	// before 2.2.
+	// datasets of several pools, ErrUnsupported (nothing changed) on a ZFS
+	// without zfs.sync.set_prop.
 	SnapshotGroup(ctx context.Context, req GroupSnapshotRequest) (GroupSnapshotResult, error)
 	// ProgramsSetProperties reports whether channel programs on pool can
-	// set properties (zfs.sync.set_prop, OpenZFS 2.2): what SnapshotGuarded
+	// set properties (zfs.sync.set_prop; measured in OpenZFS 2.1.11 and
+	// 2.3.2): what SnapshotGuarded
 	// and SnapshotGroup need.
 	ProgramsSetProperties(ctx context.Context, pool string) (bool, error)
 }

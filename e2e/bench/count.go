@@ -149,7 +149,7 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 			if err != nil {
 				return err
 			}
-			// On ZFS 2.2 and later CreateSnapshot is one guarded channel
+			// Where programs set properties CreateSnapshot is one guarded channel
 			// program; its bare equivalent is the zfs snapshot the older
 			// path runs, with the snapshot's one property.
 			_ = c.capture("snapshot-list", "list", commands)

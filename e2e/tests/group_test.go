@@ -175,7 +175,7 @@ func TestGroupSnapshotLifecycleOnZFS(t *testing.T) {
 	d := startDriver(t, parent)
 	if groupsRefused(d) {
 		// Visible in the run's summary as a skip, never as a pass.
-		t.Skip("skipped: group snapshots are refused here (ZFS before 2.2 cannot set user properties in a channel program); " +
+		t.Skip("skipped: group snapshots are refused here (this ZFS's channel programs cannot set properties); " +
 			"TestGroupSnapshotIsCrashConsistentAcrossVolumes checks the refusal")
 	}
 	ids, _ := d.blockVolumes("life-", 2)

@@ -24,8 +24,9 @@ func (zfsPool) Release(ctx context.Context, snapshot string) error {
 }
 
 // The table the Fake runs in `go test` (zfstest.TestGuardedCasesOnTheFake), on
-// real ZFS: the channel programs and the Fake follow the same rules. On ZFS
-// before 2.2 the snapshot cases are unsupported and say so.
+// real ZFS: the channel programs and the Fake follow the same rules. On a ZFS
+// whose programs cannot set properties the snapshot cases are unsupported and
+// say so.
 func TestGuardedCasesOnZFS(t *testing.T) {
 	parent := testParent(t)
 	pool := zfsPool{zfs.NewExec(zfs.ExecConfig{})}

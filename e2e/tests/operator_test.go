@@ -171,7 +171,7 @@ func TestOperatorMetricsAfterACreateSnapshotDeleteCycle(t *testing.T) {
 			t.Errorf("%s = %q, want %s", series, samples[series], value)
 		}
 	}
-	// One snapshot: a guarded one (a channel program) on ZFS 2.2 and later
+	// One snapshot: a guarded one (a channel program) where programs set properties
 	// once the reaper's first pass is in, a zfs snapshot otherwise.
 	snapshots := 0
 	for _, subcommand := range []string{"snapshot", "program snapshot"} {

@@ -114,8 +114,8 @@ func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) 
 	return result, nil
 }
 
-// ProgramsSetProperties implements Guarded: the Fake plays OpenZFS 2.2 or
-// later unless PlayBefore22 was called.
+// ProgramsSetProperties implements Guarded: the Fake's programs set
+// properties unless PlayBefore22 was called.
 func (f *Fake) ProgramsSetProperties(ctx context.Context, pool string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -125,8 +125,10 @@ func (f *Fake) ProgramsSetProperties(ctx context.Context, pool string) (bool, er
 	return !f.before22, nil
 }
 
-// PlayBefore22 makes the Fake answer as OpenZFS 2.1 does: programs cannot
-// set properties, so SnapshotGroup is ErrUnsupported.
+// PlayBefore22 makes the Fake answer as an older ZFS may: new zvols get
+// 8 KiB blocks (OpenZFS 2.1's default), and programs cannot set properties
+// (no zfs.sync.set_prop, which 2.1.11 does have), so SnapshotGuarded and
+// SnapshotGroup are ErrUnsupported.
 func (f *Fake) PlayBefore22() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,7 +48,7 @@ const (
 var guard = zfs.Guard{Owned: owned, Excluded: deleted}
 
 // RunGuardedCase runs one case: its own root under parent, destroyed after.
-// ErrUnsupported from SnapshotGuarded (ZFS before 2.2) skips the case: skip
+// ErrUnsupported from SnapshotGuarded (no zfs.sync.set_prop) skips the case: skip
 // reports it.
 func RunGuardedCase(ctx context.Context, p Pool, parent string, index int, c GuardedCase) (problem string, skip bool, err error) {
 	root := fmt.Sprintf("%s/case-%d", parent, index)
