@@ -246,3 +246,18 @@ func TestAWorkloadCannotWedgeUnstage(t *testing.T) {
 		}
 	})
 }
+
+func TestARootInsideAnotherIsResolvedAsNamed(t *testing.T) {
+	h := newHarness(t)
+	link := h.symlinkedDir() // h.dir/kubelet -> h.dir/data, a root
+	h.allowPaths(h.dir, link)
+	v := h.volume("vol", "zfs")
+	v.staging, v.target = filepath.Join(link, "staging"), filepath.Join(link, "target")
+	if err := os.MkdirAll(v.staging, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	h.mustStageAndPublish(v)
+	if h.mountAt(filepath.Join(h.dir, "data", "target")) == nil {
+		t.Errorf("not published through the inner root: %v", h.mountPoints())
+	}
+}

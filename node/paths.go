@@ -77,20 +77,25 @@ func (s *Server) hostPath(field, path string) (string, error) {
 
 // underRoot finds the configured root a clean absolute path lies strictly
 // below, as spelled in the configuration or with its links resolved, and
-// returns the resolved root and the rest of the path.
+// returns the resolved root and the rest of the path. Of roots inside one
+// another the innermost one counts: a root reached through a link (kubelet's
+// directory, /var/lib/kubelet -> /data/kubelet) inside another root is
+// resolved as the operator named it, not refused as a link below the outer.
 func (s *Server) underRoot(clean string) (root, rest string, ok bool) {
+	longest := 0
 	for _, configured := range s.opts.PathRoots {
 		resolved, err := filepath.EvalSymlinks(configured)
 		if err != nil {
 			continue // a root that does not exist holds nothing
 		}
 		for _, spelling := range []string{configured, resolved} {
-			if rest, ok := strings.CutPrefix(clean, strings.TrimSuffix(spelling, "/")+"/"); ok && rest != "" {
-				return resolved, rest, true
+			prefix := strings.TrimSuffix(spelling, "/") + "/"
+			if after, found := strings.CutPrefix(clean, prefix); found && after != "" && len(prefix) > longest {
+				root, rest, ok, longest = resolved, after, true, len(prefix)
 			}
 		}
 	}
-	return "", "", false
+	return root, rest, ok
 }
 
 // CheckPathRoots checks the configured roots: absolute, and not the host's root
