@@ -191,6 +191,9 @@ func lastLine(out string) string {
 // on the fake, and compares the real `mounted` property with the fake's
 // Mounted: the rule the controller's TestZFSMountsNoVolumeByItself relies on.
 func TestZFSMountsByItselfWhatTheFakeSays(t *testing.T) {
+	// Made before the parent, so removed after its datasets (cleanups run
+	// last first): ZFS mounted one of them there.
+	mountpoint := filepath.Join(t.TempDir(), "mnt")
 	parent := testParent(t)
 	fake := zfstest.NewFake(map[string]uint64{pool(): 1 << 30})
 	if err := fake.Create(ctx(t), parent, zfs.CreateOptions{}); err != nil {
@@ -202,7 +205,7 @@ func TestZFSMountsByItselfWhatTheFakeSays(t *testing.T) {
 		"none":        {"mountpoint=none"},
 		"noauto":      {"canmount=noauto"},
 		"off":         {"canmount=off"},
-		"a-path":      {"mountpoint=" + filepath.Join(t.TempDir(), "mnt")},
+		"a-path":      {"mountpoint=" + mountpoint},
 		"legacy-kids": {"mountpoint=legacy"},
 	} {
 		dataset := parent + "/" + name
