@@ -26,8 +26,9 @@ elf_machine() { od -An -tu2 -j18 -N2 "$1" | tr -d ' '; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# examples lists the example files a package listing names, sorted.
-examples() { grep -oE 'examples/(kubernetes(/snapshots)?|nomad|monitoring)/[^/ ]+$' | sort; }
+# examples lists the example files a package listing names, sorted (files
+# only: rpm -qd also lists the directories an RPM owns as documentation).
+examples() { grep -oE 'examples/(kubernetes(/snapshots)?|nomad|monitoring)/[^/ ]+\.(yaml|hcl|json)$' | sort; }
 want_examples=$(cd packaging && ls kubernetes/*.yaml kubernetes/snapshots/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
 # documents lists the documents beside the README a package listing names.
 documents() { grep -oE 'zfs-csi/docs/[^/ ]+\.md$' | sort; }
