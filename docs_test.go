@@ -165,3 +165,30 @@ func headingAnchors(markdown string) []string {
 	}
 	return anchors
 }
+
+// TestNomadVolumeSpecsTakeTheirNodeFromTheReader: the shipped volume specs
+// name their client @NODE@, and README's Nomad step fills it in with the
+// same sed for each (nomad volume create takes no variables); after the
+// sed no placeholder is left.
+func TestNomadVolumeSpecsTakeTheirNodeFromTheReader(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := filepath.Glob("packaging/nomad/volume-*.hcl")
+	if err != nil || len(specs) == 0 {
+		t.Fatalf("no volume specs: %v", err)
+	}
+	for _, spec := range specs {
+		command := `sed "s/@NODE@/$NODE/" ` + filepath.Base(spec) + ` | nomad volume create -`
+		if !strings.Contains(string(readme), command) {
+			t.Errorf("README.md does not create %s with %q", filepath.Base(spec), command)
+		}
+		cmd := exec.Command("bash", "-c", strings.TrimSuffix(command, " | nomad volume create -"))
+		cmd.Dir, cmd.Env = filepath.Dir(spec), append(os.Environ(), "NODE=host-1")
+		out, err := cmd.Output()
+		if err != nil || strings.Contains(string(out), "@NODE@") || !strings.Contains(string(out), `"zfs.csi.dev/node" = "host-1"`) {
+			t.Errorf("%s after the README's sed (%v): placeholder left or node missing:\n%s", spec, err, out)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 # A raw block zvol: the task sees a device node, not a filesystem.
 #
-#   nomad volume create volume-block.hcl
+#   sed "s/@NODE@/$NODE/" volume-block.hcl | nomad volume create -
 id        = "vm-disk"
 name      = "vm-disk"
 type      = "csi"
@@ -18,7 +18,7 @@ topology_request {
   required {
     topology {
       segments {
-        "zfs.csi.dev/node" = "host-1"
+        "zfs.csi.dev/node" = "@NODE@"
       }
     }
   }

@@ -1,10 +1,10 @@
 # A ZFS dataset volume: refquota is the size, mounted directly (fs_type zfs).
 #
-#   nomad volume create volume-dataset.hcl
+#   sed "s/@NODE@/$NODE/" volume-dataset.hcl | nomad volume create -
 #
-# Volumes are node-local. topology_request pins the volume to one client
-# (the segment value is that host's ZFS_CSI_NODE_ID, its hostname by
-# default); Nomad then places the jobs that claim it on that client. Nomad
+# Volumes are node-local. topology_request pins the volume to one client:
+# @NODE@ stands for that host's ZFS_CSI_NODE_ID (its hostname by default),
+# which the sed above fills in from $NODE; Nomad then places the jobs that claim it on that client. Nomad
 # sends the create to any client running the plugin; one that is not the
 # requested node refuses with an error Nomad treats as retryable, and Nomad
 # tries the next client, so the command succeeds the first time (see the
@@ -31,7 +31,7 @@ topology_request {
   required {
     topology {
       segments {
-        "zfs.csi.dev/node" = "host-1"
+        "zfs.csi.dev/node" = "@NODE@"
       }
     }
   }

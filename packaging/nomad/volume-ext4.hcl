@@ -1,6 +1,6 @@
 # A zvol formatted with ext4 on first use (xfs and btrfs work the same way).
 #
-#   nomad volume create volume-ext4.hcl
+#   sed "s/@NODE@/$NODE/" volume-ext4.hcl | nomad volume create -
 id        = "mysql-data"
 name      = "mysql-data"
 type      = "csi"
@@ -23,7 +23,7 @@ topology_request {
   required {
     topology {
       segments {
-        "zfs.csi.dev/node" = "host-1"
+        "zfs.csi.dev/node" = "@NODE@"
       }
     }
   }

@@ -2,8 +2,8 @@
 # snapshot's node. Take the snapshot first:
 #
 #   nomad volume snapshot create pg-data nightly
-#   nomad volume snapshot list -plugin zfs.csi.dev     # its ID: host-1:tank/csi/…@…
-#   nomad volume create volume-from-snapshot.hcl
+#   nomad volume snapshot list -plugin zfs.csi.dev     # its ID: <node>:tank/csi/…@…
+#   sed "s/@NODE@/$NODE/" volume-from-snapshot.hcl | nomad volume create -
 #
 # Put the ID the snapshot list shows in snapshot_id ("<node>:<dataset>@<snapshot>";
 # the one below is only an example). The clone stays on the snapshot's node
@@ -14,7 +14,7 @@ name      = "pg-data-restore"
 type      = "csi"
 plugin_id = "zfs.csi.dev"
 
-snapshot_id = "host-1:tank/csi/pg-data@nightly"
+snapshot_id = "@NODE@:tank/csi/pg-data@nightly"
 
 capacity_min = "10GiB"
 capacity_max = "10GiB"
@@ -32,7 +32,7 @@ topology_request {
   required {
     topology {
       segments {
-        "zfs.csi.dev/node" = "host-1"
+        "zfs.csi.dev/node" = "@NODE@"
       }
     }
   }

@@ -79,7 +79,7 @@ func testRouting(t *testing.T, e *env) {
 	for i := range 20 {
 		node := nodes[i%2]
 		id := fmt.Sprintf("route-%02d", i)
-		spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + node + `"`,
+		spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + node + `"`,
 			`"10GiB"`: `"64MiB"`})
 		if out, err := run("nomad", "volume", "create", spec); err != nil {
 			t.Errorf("create %d for %s failed on its first run: %v", i, node, err)
@@ -218,7 +218,7 @@ func testVolumes(t *testing.T, e *env) {
 			}
 			node := e.peer // the other host: placement must follow the volume
 			id := "vol-" + c.id
-			spec := e.spec(t, c.file, map[string]string{`"` + c.id + `"`: `"` + id + `"`, `"host-1"`: `"` + node + `"`,
+			spec := e.spec(t, c.file, map[string]string{`"` + c.id + `"`: `"` + id + `"`, `"@NODE@"`: `"` + node + `"`,
 				`"` + c.size + `"`: `"256MiB"`})
 			must(t, "nomad", "volume", "create", spec)
 			_, ds := dataset(t, e.volume(t, id))
@@ -244,7 +244,7 @@ func testVolumes(t *testing.T, e *env) {
 // device Nomad published for each allocation.
 func (e *env) blockVolume(t *testing.T, file, specID, size string) {
 	id := "vol-" + specID
-	spec := e.spec(t, file, map[string]string{`"` + specID + `"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"` + size + `"`: `"256MiB"`})
+	spec := e.spec(t, file, map[string]string{`"` + specID + `"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"` + size + `"`: `"256MiB"`})
 	must(t, "nomad", "volume", "create", spec)
 	_, ds := dataset(t, e.volume(t, id))
 	token := "token-of-" + id
@@ -305,7 +305,7 @@ func (e *env) running(t *testing.T, path, job string) alloc {
 // the test reads the ZFS properties).
 func testSnapshotRestoreExpand(t *testing.T, e *env) {
 	id := "snapped"
-	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
 	must(t, "nomad", "volume", "create", spec)
 	_, ds := dataset(t, e.volume(t, id))
 	e.runJob(t, e.workload(t, "snapped-writer", id, false, "echo snapped > /data/token && sync"), "snapped-writer")
@@ -320,14 +320,14 @@ func testSnapshotRestoreExpand(t *testing.T, e *env) {
 		t.Errorf("snapshot ID %s, want %s", snapID, want)
 	}
 	restore := e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"snapped-restore"`,
-		`"host-1:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
+		`"@NODE@:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
 	must(t, "nomad", "volume", "create", restore)
 	if _, got := e.runJob(t, e.workload(t, "restore-reader", "snapped-restore", false, "cat /data/token"), "restore-reader"); got != "snapped" {
 		t.Errorf("the volume from the snapshot holds %q, want %q", got, "snapped")
 	}
 
 	// Expansion: the same spec again with a larger size (Nomad ≥ 1.6).
-	grown := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"512MiB"`})
+	grown := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"512MiB"`})
 	if out, err := run("nomad", "volume", "create", grown); err != nil {
 		t.Errorf("expanding by creating again with a larger size: %v %s", err, out)
 	} else if q := strings.TrimSpace(must(t, "zfs", "get", "-Hp", "-o", "value", "refquota", ds)); q != "536870912" {
@@ -344,7 +344,7 @@ func testSnapshotRestoreExpand(t *testing.T, e *env) {
 // writes: the job keeps running and its data, the plugin stays healthy.
 func testRestart(t *testing.T, e *env) {
 	id := "busy"
-	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"host-1"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"256MiB"`})
 	must(t, "nomad", "volume", "create", spec)
 	_, ds := dataset(t, e.volume(t, id))
 	path := e.workload(t, "busy-writer", id, false, "set -e; i=0; while true; do i=$((i+1)); echo $i >> /data/log; sleep 0.2; done")
