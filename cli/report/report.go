@@ -11,9 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
@@ -112,7 +114,9 @@ func (op *operator) writeJSON(v any) error {
 	return encoder.Encode(v)
 }
 
-// table writes aligned columns; "" cells print as "-".
+// table writes aligned columns; "" cells print as "-", and a cell with a
+// control character (a CSI name may hold a TAB or a line break) prints
+// Go-quoted, so that it stays in its row and column.
 type table struct{ w *tabwriter.Writer }
 
 func newTable(out io.Writer, header ...string) *table {
@@ -123,8 +127,11 @@ func newTable(out io.Writer, header ...string) *table {
 
 func (t *table) row(cells ...string) {
 	for i, cell := range cells {
-		if cell == "" {
+		switch {
+		case cell == "":
 			cells[i] = "-"
+		case strings.ContainsFunc(cell, unicode.IsControl):
+			cells[i] = strconv.Quote(cell)
 		}
 	}
 	fmt.Fprintln(t.w, strings.Join(cells, "\t"))

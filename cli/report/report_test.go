@@ -167,3 +167,16 @@ func TestDoctorExitsNonZeroAndSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+func TestANameWithALineBreakStaysInItsRow(t *testing.T) {
+	f := plugintest.New(t)
+	f.CreateVolume("a\nb\tc", 1<<30, plugintest.Mount(""), nil)
+	op, stdout := operatorOn(t, f)
+	if err := op.volumes(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `"a\nb\tc"`) {
+		t.Errorf("the table:\n%s\nwant a header and one row naming the volume \"a\\nb\\tc\"", stdout.String())
+	}
+}
