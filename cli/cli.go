@@ -46,7 +46,7 @@ func commands() []command {
 	}
 }
 
-// Exit statuses besides 0, 1 (the command failed) and daemon.ExitConfig.
+// Exit statuses besides 0, 1 (the command failed) and envflag.ExitConfig.
 const (
 	// exitUsage: the command line names no command zfs-csi has.
 	exitUsage = 2
@@ -95,7 +95,7 @@ func findCommand(name string) (command, bool) {
 }
 
 // exitStatus reports a command's error and gives the status it exits with:
-// 0 for none or for -h (the help was what was asked), daemon.ExitConfig for
+// 0 for none or for -h (the help was what was asked), envflag.ExitConfig for
 // a setting that does not parse, the status an error carries (doctor's
 // findings), 1 otherwise.
 func exitStatus(name string, err error, stderr io.Writer) int {
@@ -106,7 +106,7 @@ func exitStatus(name string, err error, stderr io.Writer) int {
 	var status interface{ ExitStatus() int }
 	switch {
 	case errors.As(err, new(envflag.ConfigError)):
-		return daemon.ExitConfig
+		return envflag.ExitConfig
 	case errors.As(err, &status):
 		return status.ExitStatus()
 	}

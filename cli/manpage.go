@@ -4,11 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/zfs-csi/zfs-csi/cli/daemon"
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/cli/report"
 )
 
@@ -109,10 +109,6 @@ func roffEscape(text string) string {
 	return escaped.String()
 }
 
-// usageVariable splits a flag's usage into its text and the variable it
-// names in brackets at its end.
-var usageVariable = regexp.MustCompile(`\s*\[([A-Z][A-Z0-9_]*)(, comma-separated)?\]$`)
-
 // writeManPage writes the manual page.
 func writeManPage(out io.Writer) {
 	fmt.Fprint(out, manHeader)
@@ -129,9 +125,8 @@ func writeManPage(out io.Writer) {
 	fmt.Fprintln(out, ".BR \"zfs-csi \\fIcommand\\fB \\-h\" .")
 	var environment [][2]string
 	daemon.Flags().VisitAll(func(f *flag.Flag) {
-		text, variable := f.Usage, ""
-		if match := usageVariable.FindStringSubmatch(text); match != nil {
-			text, variable = strings.TrimSuffix(text, match[0]), match[1]
+		text, variable, _ := envflag.UsageVariable(f.Usage)
+		if variable != "" {
 			environment = append(environment, [2]string{variable, f.Name})
 		}
 		argument := ""
@@ -157,7 +152,7 @@ func writeManPage(out io.Writer) {
 		{"0", "Success; the daemon stopped on SIGTERM or SIGINT."},
 		{"1", "The command failed (the message says why); for doctor, it found problems."},
 		{fmt.Sprint(report.DoctorCouldNotLook), "doctor could not look (ZFS or the mount table could not be read); any command: the command line names no command zfs-csi has."},
-		{fmt.Sprint(daemon.ExitConfig), "A setting does not parse or make sense (the message names it): the unit does not restart the daemon for it."},
+		{fmt.Sprint(envflag.ExitConfig), "A setting does not parse or make sense (the message names it): the unit does not restart the daemon for it."},
 	} {
 		fmt.Fprintf(out, ".TP\n.B %s\n%s\n", status[0], roffEscape(status[1]))
 	}

@@ -111,18 +111,18 @@ func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
 }
 
 // Run runs the daemon until SIGTERM or SIGINT; version is the binary's.
-// An error in the flags or the environment is a configError (ExitCode).
+// An error in the flags or the environment is an envflag.ConfigError (ExitCode).
 func Run(version string, args []string, stderr io.Writer) error {
 	opts, err := parseOptions(version, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
-		return configError{err}
+		return envflag.ConfigError{Err: err}
 	}
 	log, level, err := newLogger(opts.logLevel, opts.logFormat, stderr)
 	if err != nil {
-		return configError{err}
+		return envflag.ConfigError{Err: err}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -18,25 +18,13 @@ import (
 	"github.com/zfs-csi/zfs-csi/driver"
 )
 
-// exitConfig is sysexits' EX_CONFIG. The unit's RestartPreventExitStatus=78
-// keeps systemd from restarting a daemon whose flags or environment are
-// wrong; other failures (a pool not imported yet) are retried.
-const exitConfig = 78
-
-// ExitConfig is the status every command exits with for a configuration
-// error (envflag.ConfigError), the daemon's EX_CONFIG.
-const ExitConfig = exitConfig
-
-// configError marks an error in the daemon's flags or environment.
-type configError struct{ error }
-
-func (e configError) Unwrap() error { return e.error }
-
-// ExitCode is the process status for the error Run returned.
+// ExitCode is the process status for the error Run returned: a
+// configuration error (envflag.ConfigError) exits envflag.ExitConfig, which
+// the unit's RestartPreventExitStatus=78 keeps systemd from restarting;
+// other failures (a pool not imported yet) exit 1 and are retried.
 func ExitCode(err error) int {
-	var config configError
-	if errors.As(err, &config) || errors.As(err, new(envflag.ConfigError)) {
-		return exitConfig
+	if errors.As(err, new(envflag.ConfigError)) {
+		return envflag.ExitConfig
 	}
 	return 1
 }

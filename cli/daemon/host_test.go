@@ -8,6 +8,8 @@ import (
 	"os"
 	"regexp"
 	"testing"
+
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 )
 
 func TestTheDefaultFileDocumentsEveryDaemonVariable(t *testing.T) {
@@ -39,8 +41,8 @@ func TestExitCode(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"a configuration error exits 78 so that systemd does not restart", configError{errors.New("no parent dataset")}, 78},
-		{"a wrapped configuration error still exits 78", fmt.Errorf("start: %w", configError{errors.New("bad")}), 78},
+		{"a configuration error exits 78 so that systemd does not restart", envflag.ConfigError{Err: errors.New("no parent dataset")}, 78},
+		{"a wrapped configuration error still exits 78", fmt.Errorf("start: %w", envflag.ConfigError{Err: errors.New("bad")}), 78},
 		{"any other error exits 1 and systemd retries", errors.New("pool tank is FAULTED"), 1},
 	}
 	for _, test := range tests {

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
@@ -43,16 +44,16 @@ type telemetry struct {
 func newTelemetry(log zerolog.Logger, opts options, read func(context.Context) (metrics.State, error)) (*telemetry, error) {
 	if opts.metricsAddress == "" {
 		if opts.metricsWebConfig != "" {
-			return nil, configError{errors.New("--metrics-web-config is set but --metrics-address is not: there is no metrics listener to protect")}
+			return nil, envflag.ConfigError{Err: errors.New("--metrics-web-config is set but --metrics-address is not: there is no metrics listener to protect")}
 		}
 		return nil, nil
 	}
 	address, err := metrics.ListenAddress(opts.metricsAddress)
 	if err != nil {
-		return nil, configError{err}
+		return nil, envflag.ConfigError{Err: err}
 	}
 	if err := checkWebConfig(opts.metricsWebConfig); err != nil {
-		return nil, configError{err}
+		return nil, envflag.ConfigError{Err: err}
 	}
 	listener, err := net.Listen("tcp", address)
 	if err != nil {

@@ -25,10 +25,13 @@ func ConfigFiles() []string {
 }
 
 // ConfigError is a flag, variable or configuration file value that does not
-// parse or does not make sense. Every command exits with status 78 for it
-// (sysexits' EX_CONFIG), which the unit's RestartPreventExitStatus= keeps
-// systemd from retrying.
+// parse or does not make sense. Every command exits with ExitConfig for it.
 type ConfigError struct{ Err error }
+
+// ExitConfig is sysexits' EX_CONFIG, the status of a ConfigError: the unit's
+// RestartPreventExitStatus=78 keeps systemd from retrying a daemon whose
+// settings are wrong.
+const ExitConfig = 78
 
 func (e ConfigError) Error() string { return e.Err.Error() }
 func (e ConfigError) Unwrap() error { return e.Err }
@@ -100,7 +103,19 @@ func (s Source) Describe() string {
 
 // variablePattern finds the variable a flag's usage names: "[NAME]" or
 // "[NAME, comma-separated]" at its end.
-var variablePattern = regexp.MustCompile(`\[([A-Z][A-Z0-9_]*)(, comma-separated)?\]$`)
+var variablePattern = regexp.MustCompile(`\s*\[([A-Z][A-Z0-9_]*)(, comma-separated)?\]$`)
+
+// UsageVariable splits a flag's usage into its text and the environment
+// variable it names ("" for none), and says whether the variable is a
+// comma-separated list: the one reading of the convention, for Apply and
+// for the manual page.
+func UsageVariable(usage string) (text, variable string, list bool) {
+	match := variablePattern.FindStringSubmatch(usage)
+	if match == nil {
+		return usage, "", false
+	}
+	return strings.TrimSuffix(usage, match[0]), match[1], match[2] != ""
+}
 
 // Apply sets every flag the command line left alone from the variable its
 // usage names, through the flag's own parser: a value it refuses is a
@@ -111,16 +126,16 @@ func (s Source) Apply(flags *flag.FlagSet) error {
 	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var problems []error
 	flags.VisitAll(func(f *flag.Flag) {
-		match := variablePattern.FindStringSubmatch(f.Usage)
-		if match == nil || given[f.Name] {
+		_, variable, list := UsageVariable(f.Usage)
+		if variable == "" || given[f.Name] {
 			return
 		}
-		value, origin, ok := s.Lookup(match[1])
+		value, origin, ok := s.Lookup(variable)
 		if !ok {
 			return
 		}
 		items := []string{value}
-		if match[2] != "" {
+		if list {
 			items = nil
 			for _, item := range strings.Split(value, ",") {
 				if item = strings.TrimSpace(item); item != "" {
@@ -130,7 +145,7 @@ func (s Source) Apply(flags *flag.FlagSet) error {
 		}
 		for _, item := range items {
 			if err := f.Value.Set(item); err != nil {
-				problems = append(problems, fmt.Errorf("%s=%q (from %s) is not a valid value for --%s: %v", match[1], value, origin, f.Name, err))
+				problems = append(problems, fmt.Errorf("%s=%q (from %s) is not a valid value for --%s: %v", variable, value, origin, f.Name, err))
 				return
 			}
 		}
