@@ -124,7 +124,7 @@ func openBeneath(path string, flags int) (int, error) {
 }
 
 // openByComponents is openBeneath without openat2: each directory is opened
-// from the one before with O_NOFOLLOW, so a link is met as what it is.
+// from the one before (openChild), so a link is met as what it is.
 func openByComponents(path string, flags int) (int, error) {
 	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -132,23 +132,34 @@ func openByComponents(path string, flags int) (int, error) {
 	}
 	components := strings.Split(strings.Trim(filepath.Clean(path), "/"), "/")
 	for i, component := range components {
-		openFlags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		openFlags := unix.O_PATH
 		if i == len(components)-1 {
-			openFlags = flags | unix.O_NOFOLLOW | unix.O_CLOEXEC
+			openFlags = flags
 		}
-		next, err := unix.Openat(dir, component, openFlags, 0)
+		next, err := openChild(dir, component, openFlags)
 		unix.Close(dir)
 		if err != nil {
 			return -1, err
 		}
-		var stat unix.Stat_t
-		if err := unix.Fstat(next, &stat); err != nil || stat.Mode&unix.S_IFMT == unix.S_IFLNK {
-			unix.Close(next)
-			return -1, errors.Join(err, unix.ELOOP)
-		}
 		dir = next
 	}
 	return dir, nil
+}
+
+// openChild opens the entry name of the directory dir without following it
+// if it is a link (ELOOP then): one component, so nothing else along the way
+// can be one.
+func openChild(dir int, name string, flags int) (int, error) {
+	fd, err := unix.Openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	var stat unix.Stat_t
+	if err := unix.Fstat(fd, &stat); err != nil || stat.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Close(fd)
+		return -1, errors.Join(err, unix.ELOOP)
+	}
+	return fd, nil
 }
 
 // procPath names an open file descriptor as a path the kernel resolves to
@@ -168,7 +179,7 @@ func inParent(path string, fn func(parent int, name string) error) error {
 }
 
 // makeDirs makes the directory path and its missing parents (mode 0750),
-// each made and then opened below the one before without following links.
+// each made and then opened below the one before (openChild).
 func makeDirs(path string) error {
 	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -179,11 +190,7 @@ func makeDirs(path string) error {
 		if err := unix.Mkdirat(dir, component, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
 			return &os.PathError{Op: "mkdir", Path: path, Err: err}
 		}
-		next, err := unix.Openat2(dir, component, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
-		if errors.Is(err, unix.ENOSYS) {
-			next, err = unix.Openat(dir, component, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		}
+		next, err := openChild(dir, component, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return &os.PathError{Op: "open", Path: path, Err: err}
 		}
