@@ -101,6 +101,7 @@ var layers = map[string]int{
 	"cli":        4, // the commands, the daemon among them
 	"plugin":     3, // the services wired together
 	"controller": 2, "node": 2, "inventory": 2, "metrics": 2, "snapmeta": 2,
+	"peer":   2, // the channel between daemons; the controller gets it injected
 	"driver": 1, // what every service shares
 	"zfs":    0, // the storage layer: knows nothing of CSI
 }

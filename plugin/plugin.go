@@ -15,6 +15,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/peer"
 	"github.com/zfs-csi/zfs-csi/snapmeta"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -24,6 +25,9 @@ import (
 type Plugin struct {
 	Services   driver.Services
 	Controller *controller.Server
+	// Peers dials other nodes' daemons; nil until ConnectPeers configures
+	// the channel.
+	Peers *peer.Client
 }
 
 // New wires the services over z and the host mounter reaches. Identity's
@@ -41,4 +45,28 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 		Node:             node.New(cfg, z, mounter, log, nodeOptions),
 		SnapshotMetadata: snapmeta.New(cfg, z),
 	}}, nil
+}
+
+// ConnectPeers opens the channel between daemons when cfg configures it
+// (decision 14; off otherwise, and then it returns nil and changes
+// nothing). The files are checked at once, so a daemon with a broken
+// configuration stops at start. The returned server, listening already
+// when cfg.Listen is set (nil when not), is where services for peers are
+// registered; the caller serves and stops it.
+func (p *Plugin) ConnectPeers(cfg peer.Config, log zerolog.Logger) (*peer.Server, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	p.Peers = peer.NewClient(cfg)
+	if cfg.Listen == "" {
+		return nil, nil
+	}
+	server := peer.NewServer(cfg, log)
+	if err := server.Listen(); err != nil {
+		return nil, err
+	}
+	return server, nil
 }

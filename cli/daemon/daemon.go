@@ -21,6 +21,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/peer"
 	"github.com/zfs-csi/zfs-csi/plugin"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
@@ -45,6 +46,8 @@ type options struct {
 	// metricsWebConfig is exporter-toolkit's web configuration file (TLS,
 	// basic authentication) for that listener; "" for plain HTTP.
 	metricsWebConfig string
+	// peer is the channel between daemons (peer.go); off unless configured.
+	peer peer.Config
 }
 
 // Flags is the daemon's flag set, for the help and the manual page, which
@@ -88,6 +91,7 @@ func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
 	allowPaths := &envflag.List{}
 	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
+	finishPeer := declarePeerFlags(flags, &opts.peer)
 	return flags, func() error {
 		// The environment sets what the command line left alone (systemd
 		// put the unit's EnvironmentFile there); a value that does not
@@ -106,7 +110,7 @@ func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
 		if err := node.CheckPathRoots(opts.node.PathRoots); err != nil {
 			return fmt.Errorf("--kubelet-dir, --nomad-data-dir, --allow-paths: %w", err)
 		}
-		return nil
+		return finishPeer(opts.NodeID)
 	}
 }
 
@@ -144,6 +148,10 @@ func Run(version string, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	peers, err := csiPlugin.ConnectPeers(opts.peer, log)
+	if err != nil {
+		return err
+	}
 	server := driver.NewServer(log, csiPlugin.Services, telemetry.interceptors()...)
 	if err := server.Listen(opts.endpoint); err != nil {
 		return err
@@ -152,6 +160,13 @@ func Run(version string, args []string, stderr io.Writer) error {
 	if err != nil {
 		server.Stop(ctx)
 		return err
+	}
+	if peers != nil {
+		go func() {
+			if err := peers.Serve(); err != nil {
+				log.Error().Err(err).Msg("peer channel stopped")
+			}
+		}()
 	}
 	go csiPlugin.Controller.RunReaper(ctx, opts.reapInterval)
 	go telemetry.serve(log)
@@ -164,6 +179,9 @@ func Run(version string, args []string, stderr io.Writer) error {
 		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
 		defer cancel()
 		telemetry.stop(stopCtx)
+		if peers != nil {
+			peers.Stop(stopCtx)
+		}
 		stopServing(stopCtx, log, kubelet, server)
 	}()
 	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
