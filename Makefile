@@ -8,7 +8,7 @@ export ZFS_VERSION
 HELM_VERSION := v3.19.2
 HELM := out/tools/helm-$(HELM_VERSION)
 
-.PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s e2e-nomad bench
+.PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s e2e-k8s-conformance e2e-nomad bench
 
 # A static, stripped binary (-s -w: no symbol table or DWARF).
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -72,7 +72,7 @@ e2e-systemd:
 	e2e/run.sh systemd
 
 # A real Kubernetes cluster: the control plane (etcd, kube-apiserver,
-# controller-manager, scheduler) on the host, the ZFS guest as its node with
+# controller-manager, scheduler) on the host, two ZFS guests as its nodes with
 # our .deb, kubelet, containerd and the shipped manifests unchanged; the
 # scenarios of e2e/k8s/suite. Everything is built from the Go module proxy and
 # Debian (no registry): the first run builds Kubernetes, the sidecars and a
@@ -80,6 +80,13 @@ e2e-systemd:
 # make e2e or CI.
 e2e-k8s:
 	e2e/run.sh k8s
+
+# The same cluster judged by Kubernetes' own External Storage suite (e2e.test
+# built from k8s.io/kubernetes, one run per test-driver YAML of
+# e2e/k8s/conformance, skips with reasons in its skip.txt); ginkgo's verdicts
+# in out/e2e-k8s/conformance. Hours under TCG. Not part of make e2e or CI.
+e2e-k8s-conformance:
+	K8S_CONFORMANCE=1 e2e/run.sh k8s
 
 # A real Nomad cluster of two hosts (two ZFS guests joined by a link): node-a
 # runs the server and a client, node-b a client, each with our .deb and its

@@ -6,7 +6,7 @@
 #   e2e/run.sh systemd  boot the guest with systemd and test the .deb (make e2e-systemd;
 #                     guest/systemd/), with its own out/e2e-systemd
 #   e2e/run.sh k8s    a Kubernetes cluster: the control plane on the host (e2e/k8s),
-#                     the guest as its node with our .deb, kubelet and containerd;
+#                     two guests as its nodes with our .deb, kubelet and containerd;
 #                     the scenarios of e2e/k8s/suite (make e2e-k8s), out/e2e-k8s
 #   e2e/run.sh nomad  a Nomad cluster of two guests (node-a: server and client,
 #                     node-b: client), each with our .deb; the shipped job and specs;
@@ -18,7 +18,9 @@
 #
 # Environment: ZFS_VERSION (2.3|2.1), E2E_TIMEOUT (seconds for the whole guest
 # run), ZFS_CSI_E2E_CACHE (image cache), E2E_SMOKE_ONLY=1 (skip the driver suites),
-# E2E_KERNEL_ARGS (extra kernel command line, e.g. "" to drop "quiet").
+# E2E_KERNEL_ARGS (extra kernel command line, e.g. "" to drop "quiet"),
+# K8S_CONFORMANCE=1 (mode k8s: the upstream storage suite instead of the
+# scenarios, make e2e-k8s-conformance; e2e/k8s/conformance.sh).
 #
 # The guest gets everything through one 9p share (out/e2e/share): the binaries,
 # the guest scripts, and a results/ folder it writes back. Nothing that changes
@@ -147,6 +149,59 @@ boot_guest() {
 	return "$rc"
 }
 
+# A run's second guest, node-b (make e2e-nomad, make e2e-k8s), joined to the
+# first by a point-to-point link: qemu's socket network, node-b listening on a
+# host port, node-a connecting to it.
+PEER_LINK_PORT=$((20000 + $$ % 10000))
+PEER_PID=
+
+# peer_link NAME (a or b) prints the qemu arguments of a guest's end of the link.
+peer_link() {
+	local how=connect mac=52:54:00:e2:e0:0a
+	[[ $1 == b ]] && how=listen mac=52:54:00:e2:e0:0b
+	echo "-netdev socket,id=peer,$how=127.0.0.1:$PEER_LINK_PORT -device virtio-net-pci,netdev=peer,mac=$mac"
+}
+
+# peer_start [QEMU_ARGS...] boots node-b in the background with its end of the
+# link and QEMU_ARGS, and returns once its qemu listens for node-a's.
+peer_start() {
+	local -a extra=("$@")
+	(
+		GUEST_NAME=b
+		# shellcheck disable=SC2207
+		GUEST_EXTRA_QEMU=($(peer_link b) "${extra[@]}")
+		boot_guest "$IMAGE_DIR" >/dev/null
+	) &
+	PEER_PID=$!
+	# Not probed by connecting: qemu would take the probe for its peer.
+	local deadline=$((SECONDS + 30)) hex
+	hex="$(printf '%04X' "$PEER_LINK_PORT")"
+	until awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" {found=1} END {exit !found}' /proc/net/tcp; do
+		((SECONDS < deadline)) || die "the second guest's qemu does not listen on $PEER_LINK_PORT"
+		sleep 0.5
+	done
+	log "node-b booting (console: $E2E_OUT/console-b.log)"
+}
+
+# peer_stop gives node-b two minutes to power off after node-a's run (it does
+# once node-a writes results/scenarios-done), then ends it, and prints its
+# summary.
+peer_stop() {
+	[[ -n $PEER_PID ]] || return 0
+	local deadline=$((SECONDS + 120))
+	while kill -0 "$PEER_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
+	if kill -0 "$PEER_PID" 2>/dev/null; then
+		log "node-b did not power off: stopping it"
+		pkill -P "$PEER_PID" 2>/dev/null || true
+	fi
+	wait "$PEER_PID" 2>/dev/null || true
+	PEER_PID=
+	if [[ -f $RESULTS/b/summary.txt ]]; then
+		log "node-b:"
+		sed 's/^/[e2e]   /' "$RESULTS/b/summary.txt"
+	fi
+}
+
 # verdict decides how the run went from qemu's status, the console and the
 # exit-code file, and prints the evidence of a failure.
 verdict() {
@@ -199,6 +254,8 @@ main() {
 	local mode="${1:-e2e}" start=$SECONDS
 	if [[ $mode == k8s || $mode == nomad ]] && [[ -z ${E2E_TIMEOUT_SET:-} ]]; then
 		E2E_TIMEOUT=5400
+		# The upstream suite, four test-driver YAMLs on TCG nodes.
+		[[ ${K8S_CONFORMANCE:-} == 1 ]] && E2E_TIMEOUT=18000
 	fi
 	# The bench's scale section makes 10,000 volumes and lists them: most of
 	# the whole bench's ~75 min in the emulated guest (4,386 s measured); 3 h
@@ -255,13 +312,30 @@ main() {
 		make -C "$REPO" --no-print-directory deb PKG_ARCHES=amd64 || die "the package does not build (make deb)"
 		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$SHARE/"
 		k8s_prepare "$SHARE/k8s"
-		# The node reaches the host (10.0.2.2) through qemu's user network; room
-		# for images on the root disk and memory for kubelet, containerd and pods.
-		GUEST_EXTRA_QEMU=(-netdev user,id=net0 -device virtio-net-pci,netdev=net0)
+		if [[ ${K8S_CONFORMANCE:-} == 1 ]]; then
+			# shellcheck source=k8s/conformance.sh
+			source "$E2E_DIR/k8s/conformance.sh"
+			conf_prepare "$SHARE/k8s"
+			# The suite's claims are thick (a reservation each) and many at
+			# once: a larger sparse pool disk, mostly never written.
+			GUEST_POOL_SIZE=64G
+		fi
+		# Two nodes: each reaches the host (10.0.2.2) through its own qemu user
+		# network, and the other node over the link; room for images on the
+		# root disk and memory for kubelet, containerd and pods.
 		GUEST_ROOT_SIZE=12G
-		GUEST_MEMORY=6G
+		GUEST_MEMORY=5G
+		# shellcheck disable=SC2207
+		GUEST_EXTRA_QEMU=($(peer_link a) $(k8s_node_net a))
 		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
 		trap cp_stop EXIT
+		# shellcheck disable=SC2046
+		peer_start $(k8s_node_net b)
+		trap 'peer_stop; cp_stop' EXIT
+		if [[ ${K8S_CONFORMANCE:-} == 1 ]]; then
+			conf_run &
+			CONF_PID=$!
+		fi
 		;;
 	nomad)
 		# shellcheck source=nomad/host.sh
@@ -271,15 +345,23 @@ main() {
 		nomad_prepare "$SHARE/nomad"
 		GUEST_MEMORY=3G
 		# shellcheck disable=SC2207
-		GUEST_EXTRA_QEMU=($(nomad_link a))
-		nomad_peer_start
-		trap nomad_peer_stop EXIT
+		GUEST_EXTRA_QEMU=($(peer_link a))
+		peer_start
+		trap peer_stop EXIT
 		;;
 	*) die "unknown mode '$mode' (e2e, demo, systemd, bench, k8s, nomad or image)" ;;
 	esac
 	log "artifacts ready after $((SECONDS - start)) s"
 	local rc=0
 	run_guest "$mode" || rc=$?
+	if [[ -n ${CONF_PID:-} ]]; then
+		wait "$CONF_PID" || true
+		conf_summary || rc=1
+	fi
+	if [[ $mode == k8s && -f $RESULTS/latency.txt ]]; then
+		log "what a Kubernetes user waits for ($RESULTS/latency.txt):"
+		cat "$RESULTS/latency.txt"
+	fi
 	if [[ $mode == bench && -f $RESULTS/bench.txt ]]; then
 		log "bench table ($RESULTS/bench.txt):"
 		cat "$RESULTS/bench.txt"

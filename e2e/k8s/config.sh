@@ -19,3 +19,25 @@ WORKLOAD_IMAGE=zfs-csi.e2e/busybox:debian
 # snapshot_controller_image TAG: the cluster's snapshot-controller, at the
 # version of the csi-snapshotter the manifests pin.
 snapshot_controller_image() { echo "registry.k8s.io/sig-storage/snapshot-controller:$1"; }
+
+# The cluster's two nodes, one ZFS guest each (guest a boots as run.sh's first
+# guest, b as its peer): role, node name, address on the link between the
+# guests (--node-ip), kubelet port, pod subnet. The kubelet port is forwarded
+# from the same port on the host's loopback; the apiserver, which resolves the
+# node names to 127.0.0.1 (cp_start), reaches each kubelet there.
+K8S_NODES=(
+	"a zfs-csi-e2e 192.168.77.1 30250 10.88.1.0/24"
+	"b zfs-csi-e2e-b 192.168.77.2 30251 10.88.2.0/24"
+)
+
+# k8s_node ROLE FIELD prints one field of a node (name, ip, port or subnet).
+k8s_node() {
+	local line role name ip port subnet
+	for line in "${K8S_NODES[@]}"; do
+		read -r role name ip port subnet <<<"$line"
+		[[ $role == "$1" ]] || continue
+		case "$2" in name) echo "$name" ;; ip) echo "$ip" ;; port) echo "$port" ;; subnet) echo "$subnet" ;; *) return 1 ;; esac
+		return
+	done
+	return 1
+}

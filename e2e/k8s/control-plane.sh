@@ -1,9 +1,17 @@
 # shellcheck shell=bash
 # control-plane.sh — the e2e-k8s cluster's control plane on the host, at native
 # speed: etcd (Debian's etcd-server), kube-apiserver, kube-controller-manager and
-# kube-scheduler, with the harness's certificates. The node (kubelet, containerd,
-# kube-proxy, zfs-csi) is the ZFS guest, which reaches the apiserver on
+# kube-scheduler, with the harness's certificates. The nodes (kubelet, containerd,
+# kube-proxy, zfs-csi) are the two ZFS guests, which reach the apiserver on
 # 10.0.2.2:6443 through qemu's user network.
+#
+# The apiserver reaches the kubelets (exec, logs, port-forward) through qemu's
+# forwards of their ports to the host's loopback (K8S_NODES in config.sh). It
+# dials a node's preferred address at the port the node reports
+# (status.daemonEndpoints); the address is the node's Hostname, its name, which
+# only the apiserver resolves to 127.0.0.1: it runs in a mount namespace of its
+# own where /etc/hosts is a copy with the nodes added. kubelet refuses a
+# loopback --node-ip, and the host's resolver stays untouched.
 #
 # Sourced by e2e/run.sh (mode k8s): cp_start DIR BINDIR PKIDIR, cp_stop.
 # Every process logs to DIR/<name>.log; cp_stop ends them all.
@@ -33,6 +41,17 @@ cp_wait_ready() {
 	done
 }
 
+# cp_hosts prints the apiserver's /etc/hosts: the host's, and every node's
+# name at 127.0.0.1, where its kubelet's port is forwarded.
+cp_hosts() {
+	local line role name rest
+	cat /etc/hosts
+	for line in "${K8S_NODES[@]}"; do
+		read -r role name rest <<<"$line"
+		echo "127.0.0.1 $name"
+	done
+}
+
 cp_start() {
 	CP_DIR="$1" CP_BIN="$2" CP_PKI="$3"
 	local start=$SECONDS
@@ -47,7 +66,10 @@ cp_start() {
 		--initial-cluster e2e=http://127.0.0.1:32380
 	# 10.0.2.2 is the host as the guest sees it: the "kubernetes" Service's
 	# endpoint, which kube-proxy in the guest sends pods to.
-	cp_spawn kube-apiserver "$CP_BIN/kube-apiserver" \
+	cp_hosts >"$CP_DIR/hosts"
+	cp_spawn kube-apiserver unshare --mount --propagation private \
+		sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$CP_DIR/hosts" \
+		"$CP_BIN/kube-apiserver" \
 		--etcd-servers=http://127.0.0.1:32379 \
 		--bind-address=127.0.0.1 --secure-port=6443 --advertise-address=10.0.2.2 \
 		--tls-cert-file="$CP_PKI/apiserver.crt" --tls-private-key-file="$CP_PKI/apiserver.key" \
@@ -56,7 +78,9 @@ cp_start() {
 		--service-account-key-file="$CP_PKI/sa.pub" --service-account-signing-key-file="$CP_PKI/sa.key" \
 		--service-cluster-ip-range=10.0.0.0/24 \
 		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-		--allow-privileged=true
+		--allow-privileged=true \
+		--kubelet-preferred-address-types=Hostname \
+		--kubelet-client-certificate="$CP_PKI/admin.crt" --kubelet-client-key="$CP_PKI/admin.key"
 	cp_wait_ready 120 || return 1
 	cp_spawn kube-controller-manager "$CP_BIN/kube-controller-manager" \
 		--kubeconfig="$CP_PKI/admin.kubeconfig" \

@@ -1,10 +1,11 @@
 # shellcheck shell=bash
 # host.sh — the host side of make e2e-k8s, sourced by e2e/run.sh (mode k8s):
-# k8s_prepare DIR lays out everything the node needs in the share (DIR is
+# k8s_prepare DIR lays out everything the nodes need in the share (DIR is
 # share/k8s): kubelet, kube-proxy, kubectl, the images, the certificates, the
 # shipped manifests, the chart rendered with helm-values.yaml, the snapshot
-# add-ons and the scenario binary. Everything
-# slow is cached (build-k8s.sh, build-images.sh).
+# add-ons, the nodes' table (nodes) and the scenario binary. Everything slow is
+# cached (build-k8s.sh, build-images.sh). k8s_node_net prints a node's user
+# network for qemu.
 
 K8S_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=config.sh
@@ -66,9 +67,19 @@ k8s_prepare() {
 		die "helm template of packaging/helm/zfs-csi failed"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
 	k8s_addons "$dir/addons" "$tag"
+	printf '%s\n' "${K8S_NODES[@]}" >"$dir/nodes"
 	echo "$PAUSE_IMAGE" >"$dir/pause-image"
 	echo "$WORKLOAD_IMAGE" >"$dir/workload-image"
 	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
-	(cd "$K8S_DIR" && go run ./cmd/pki -dir "$dir/pki" -node zfs-csi-e2e) || die "cannot make the certificates"
+	(cd "$K8S_DIR" && go run ./cmd/pki -dir "$dir/pki" -node "$(k8s_node a name),$(k8s_node b name)") || die "cannot make the certificates"
 	(cd "$K8S_DIR" && CGO_ENABLED=0 go test -c -o "$dir/k8s.test" ./suite) || die "the scenarios do not compile (e2e/k8s/suite)"
+}
+
+# k8s_node_net ROLE prints the qemu arguments of a node's user network: the
+# host (the apiserver) at 10.0.2.2, and the node's kubelet port forwarded from
+# the same port on the host's loopback, where the apiserver dials it.
+k8s_node_net() {
+	local port
+	port="$(k8s_node "$1" port)"
+	echo "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:$port-:$port -device virtio-net-pci,netdev=net0,mac=52:54:00:e2:e1:0$1"
 }

@@ -1,26 +1,47 @@
 #!/bin/bash
-# suite.sh — the Kubernetes node of make e2e-k8s, run by zfs-csi-e2e.service
-# on a systemd-booted guest (see ../systemd/boot.sh). The control plane runs on
-# the host (e2e/k8s/control-plane.sh) at 10.0.2.2:6443. This script makes the
-# guest a node the way an administrator would: network, pool, our .deb in
-# Kubernetes mode, containerd with the images the host built, kubelet and
-# kube-proxy (as systemd units, so the tests can restart them), the cluster's
-# snapshot CRDs and snapshot-controller. Then the scenarios (e2e/k8s/suite,
-# a Go test binary) run against the cluster. It writes results/exit-code and
-# powers off.
+# suite.sh — one node of make e2e-k8s, run by zfs-csi-e2e.service on a
+# systemd-booted guest (see ../systemd/boot.sh). Two guests run it at once
+# (../../k8s/config.sh, K8S_NODES, is their table):
+#
+#   guest a  zfs-csi-e2e    192.168.77.1  applies the cluster's add-ons, runs
+#            the scenarios (e2e/k8s/suite), hands the cluster to the host for
+#            the upstream suite (make e2e-k8s-conformance), tells b when done
+#   guest b  zfs-csi-e2e-b  192.168.77.2  a node; publishes its `zfs list`
+#            into the share for a's scenarios until a is done
+#
+# The control plane runs on the host (e2e/k8s/control-plane.sh) at
+# 10.0.2.2:6443, which each guest reaches through its own qemu user network;
+# the guests reach each other (and each other's pods) over a point-to-point
+# link. The host's apiserver reaches each kubelet at its node's port, which
+# qemu forwards from the host's loopback. Each guest becomes a node the way an
+# administrator would make it: network, pool, our .deb in Kubernetes mode,
+# containerd with the images the host built, kubelet and kube-proxy (as
+# systemd units, so the tests can restart them). It writes results/exit-code
+# (b: results/b/exit-code) and powers off.
 set -uo pipefail
 
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive
 SHARE=/share
-RESULTS=$SHARE/results
 GUEST_DIR=$SHARE/guest
 K8S=$SHARE/k8s
+ROLE=a
+grep -q 'zfs_csi_e2e.guest=b' /proc/cmdline && ROLE=b
+PEER=b
+[[ $ROLE == b ]] && PEER=a
+RESULTS=$SHARE/results
+[[ $ROLE == b ]] && RESULTS=$SHARE/results/b
+# node_field ROLE N prints field N of a node's line in the table.
+node_field() { awk -v r="$1" -v n="$2" '$1 == r {print $n}' "$K8S/nodes"; }
+NODE="$(node_field "$ROLE" 2)"
+NODE_IP="$(node_field "$ROLE" 3)"
+KUBELET_PORT="$(node_field "$ROLE" 4)"
+POD_SUBNET="$(node_field "$ROLE" 5)"
+PEER_NODE="$(node_field "$PEER" 2)"
 POOL=tank
 POOL_DISK=/dev/vdb
-NODE=zfs-csi-e2e
-NODE_IP=10.0.2.15
 WORK=/tmp/e2e-k8s
+DONE=$SHARE/results/scenarios-done
 export KUBECONFIG=$K8S/pki/admin-guest.kubeconfig
 
 # shellcheck source=../lib.sh
@@ -30,17 +51,27 @@ kubectl() { "$K8S/kubectl" "$@"; }
 
 # --- the node ------------------------------------------------------------------
 
+# by_mac MAC prints the name of the interface with that address.
+by_mac() { grep -lx "$1" /sys/class/net/*/address 2>/dev/null | head -1 | cut -d/ -f5; }
+
+# The user network (the host, 10.0.2.2, at the same address in both guests'
+# qemu) carries the default route; the link carries the node address and the
+# route to the other node's pods. MACs: run.sh's peer_link, host.sh's
+# k8s_node_net.
 step_network() {
-	local dev
-	dev="$(ls /sys/class/net | grep -v '^lo$' | head -1)"
-	[[ -n $dev ]] || { fail "no network interface"; return 1; }
-	ip link set lo up && ip link set "$dev" up &&
-		ip addr add "$NODE_IP/24" dev "$dev" && ip route add default via 10.0.2.2 || return 1
+	local user link
+	user="$(by_mac "52:54:00:e2:e1:0$ROLE")"
+	link="$(by_mac "52:54:00:e2:e0:0$ROLE")"
+	[[ -n $user && -n $link ]] || { fail "no interface with the user network's or the link's MAC: $(ls /sys/class/net)"; return 1; }
+	ip link set lo up && ip link set "$user" up && ip link set "$link" up &&
+		ip addr add 10.0.2.15/24 dev "$user" && ip route add default via 10.0.2.2 &&
+		ip addr add "$NODE_IP/24" dev "$link" &&
+		ip route add "$(node_field "$PEER" 5)" via "$(node_field "$PEER" 3)" dev "$link" || return 1
 	wait_for 30 "the apiserver at 10.0.2.2:6443" bash -c 'exec 3<>/dev/tcp/10.0.2.2/6443' || return 1
 	# The root disk's overlay is larger than its file system: grow it for images.
 	resize2fs /dev/vda >/dev/null 2>&1
 	hostname "$NODE"
-	STEP_NOTE="$dev $NODE_IP, apiserver reachable, root $(df -h --output=size / | tail -1 | tr -d ' ')"
+	STEP_NOTE="$NODE $NODE_IP on $link, $user to the host, apiserver reachable, root $(df -h --output=size / | tail -1 | tr -d ' ')"
 }
 
 step_driver() {
@@ -73,13 +104,13 @@ version = 2
   bin_dir = "/usr/lib/cni"
   conf_dir = "/etc/cni/net.d"
 TOML
-	cat >/etc/cni/net.d/10-e2e.conflist <<'JSON'
+	cat >/etc/cni/net.d/10-e2e.conflist <<JSON
 {
   "cniVersion": "1.0.0",
   "name": "e2e",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_SUBNET"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
@@ -99,7 +130,7 @@ step_kubelet() {
 	install -m 0755 "$K8S/kubelet" "$K8S/kube-proxy" /usr/local/bin/ || return 1
 	mkdir -p /var/lib/kubelet /etc/kubernetes
 	cp "$K8S/pki/ca.crt" /etc/kubernetes/ca.crt
-	cp "$K8S/pki/kubelet-guest.kubeconfig" /etc/kubernetes/kubelet.kubeconfig
+	cp "$K8S/pki/kubelet-$NODE.kubeconfig" /etc/kubernetes/kubelet.kubeconfig
 	cat >/etc/kubernetes/kubelet.yaml <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -109,6 +140,8 @@ authentication:
   x509: {clientCAFile: /etc/kubernetes/ca.crt}
 authorization: {mode: AlwaysAllow}
 cgroupDriver: systemd
+# The apiserver dials this port on the host's loopback (qemu forwards it).
+port: $KUBELET_PORT
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 failSwapOn: false
 resolvConf: ""
@@ -128,12 +161,27 @@ YAML
 	systemd-run --unit kube-proxy --property Restart=always \
 		/usr/local/bin/kube-proxy --kubeconfig "$KUBECONFIG" --hostname-override "$NODE" \
 		--proxy-mode iptables --cluster-cidr 10.88.0.0/16 || return 1
-	wait_for 300 "node $NODE Ready" node_ready || { journalctl -u kubelet --no-pager | tail -40; return 1; }
+	wait_for 300 "node $NODE Ready" node_ready "$NODE" || { journalctl -u kubelet --no-pager | tail -40; return 1; }
 	STEP_NOTE="node $NODE Ready ($(kubectl get node "$NODE" -o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}'))"
 }
 
 node_ready() {
-	[[ $(kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+	[[ $(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+# a: both nodes Ready, and the apiserver reaches both kubelets (what kubectl
+# exec, logs and port-forward go through): the kubelet's /healthz through the
+# apiserver's node proxy, timed.
+step_cluster() {
+	wait_for 600 "node $PEER_NODE Ready" node_ready "$PEER_NODE" || return 1
+	local n t note=""
+	for n in "$NODE" "$PEER_NODE"; do
+		t=$(date +%s%N)
+		[[ $(kubectl get --raw "/api/v1/nodes/$n/proxy/healthz" 2>&1) == ok ]] ||
+			{ fail "the apiserver does not reach the kubelet of $n: $(kubectl get --raw "/api/v1/nodes/$n/proxy/healthz" 2>&1)"; return 1; }
+		note+="$n kubelet via apiserver $((($(date +%s%N) - t) / 1000000)) ms; "
+	done
+	STEP_NOTE="$note$(kubectl get nodes --no-headers | wc -l) nodes Ready"
 }
 
 # The cluster's snapshot machinery, as a cluster administrator installs it:
@@ -150,11 +198,42 @@ step_scenarios() {
 	local args=(-test.v -test.timeout 90m)
 	[[ -s $K8S/go-test-run ]] && args+=(-test.run "$(cat "$K8S/go-test-run")")
 	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart.yaml" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
-		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" \
+		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_NODE="$PEER_NODE" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" \
+		ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" ZFS_CSI_E2E_RESULTS="$RESULTS" \
 		"$K8S/k8s.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
 	go_test_summary "$RESULTS/scenarios.log"
 	return "$rc"
+}
+
+# a, make e2e-k8s-conformance: the shipped manifests installed, the cluster
+# is the host's (which runs e2e.test against it) until it writes
+# results/conformance-done.
+step_conformance() {
+	kubectl apply -R -f "$K8S/manifests" >/dev/null || return 1
+	wait_for 600 "the plugin Ready on both nodes" plugin_ready || { kubectl get pods -A -o wide; return 1; }
+	touch "$SHARE/results/cluster-ready"
+	local deadline=$((SECONDS + $(cat "$K8S/conformance-timeout")))
+	while [[ ! -e $SHARE/results/conformance-done ]] && ((SECONDS < deadline)); do sleep 5; done
+	[[ -e $SHARE/results/conformance-done ]] || { fail "the host's conformance run did not finish in time"; return 1; }
+	STEP_NOTE="the host ran the upstream suite (its summaries: out/e2e-k8s/conformance)"
+}
+
+# plugin_ready: a zfs-csi pod on every node, all containers ready.
+plugin_ready() {
+	local ready
+	ready="$(kubectl get pods -n zfs-csi -o jsonpath='{range .items[*]}{.spec.nodeName}{" "}{range .status.containerStatuses[*]}{.ready}{" "}{end}{"\n"}{end}' 2>/dev/null)"
+	grep -q "^$NODE " <<<"$ready" && grep -q "^$PEER_NODE " <<<"$ready" && ! grep -q false <<<"$ready"
+}
+
+# b: publish this node's datasets for a's scenarios until they are done.
+step_publish() {
+	local list=$RESULTS/zfs-list.txt
+	while [[ ! -e $DONE ]]; do
+		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
+		sleep 1
+	done
+	STEP_NOTE="node-a is done"
 }
 
 collect_logs() {
@@ -163,20 +242,28 @@ collect_logs() {
 	journalctl -u containerd --no-pager -o short-precise >"$RESULTS/containerd.log" 2>&1
 	journalctl -u kube-proxy --no-pager -o short-precise >"$RESULTS/kube-proxy.log" 2>&1
 	mkdir -p "$RESULTS/pods" && cp -rL /var/log/pods/. "$RESULTS/pods/" 2>/dev/null
-	zfs list -t all -o name,type,used,mountpoint >"$RESULTS/zfs-list.txt" 2>&1
+	zfs list -t all -o name,type,used,mountpoint >"$RESULTS/zfs-list-end.txt" 2>&1
 }
 
 main() {
 	mkdir -p "$RESULTS" "$WORK"
 	local failed=0 s
-	for s in network driver containerd kubelet addons; do
-		step "node-$s" "step_$s" || { failed=$((failed + 1)); break; }
+	for s in network driver containerd kubelet; do
+		step "$NODE-$s" "step_$s" || { failed=$((failed + 1)); break; }
 	done
-	if [[ $failed -eq 0 ]]; then
-		step scenarios step_scenarios || failed=$((failed + 1))
+	if [[ $ROLE == a ]]; then
+		local steps=(addons cluster scenarios)
+		[[ -e $K8S/conformance-timeout ]] && steps=(addons cluster conformance)
+		for s in "${steps[@]}"; do
+			[[ $failed -eq 0 ]] || break
+			step "$s" "step_$s" || failed=$((failed + 1))
+		done
+		touch "$DONE"
+	elif [[ $failed -eq 0 ]]; then
+		step publish step_publish || failed=$((failed + 1))
 	fi
 	collect_logs
-	say "e2e-k8s guest finished with $failed failed steps after $SECONDS s"
+	say "e2e-k8s guest $ROLE finished with $failed failed steps after $SECONDS s"
 	echo "$failed" >"$RESULTS/exit-code"
 	sync
 	systemctl --no-block poweroff

@@ -157,6 +157,8 @@ func (e *env) pod(t *testing.T, name, claim string, block bool, script string) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: corev1.PodSpec{
+			// On the node whose ZFS the scenarios read (the cluster has two).
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": e.node},
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &zero,
 			Containers:                    []corev1.Container{c},

@@ -40,6 +40,7 @@ func TestCluster(t *testing.T) {
 		{"DeleteWithSnapshot", testDeleteWithSnapshot, false},
 		{"DaemonRestart", testDaemonRestart, false},
 		{"MissingDistributedSnapshotting", testMissingDistributedSnapshotting, false},
+		{"Latency", testLatency, false},
 		{"Chart", testChart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
@@ -110,14 +111,24 @@ func testManifests(t *testing.T, e *env) {
 // then checks that no sidecar restarted or logged an RBAC or watch error.
 func (e *env) sidecarsReady(t *testing.T) {
 	t.Helper()
+	// The manifests' sidecars run on every node; the chart's only on the
+	// node its values select.
+	want := int32(1)
+	if e.driverNS == driverNS {
+		nodes, err := e.cs.CoreV1().Nodes().List(ctx(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = int32(len(nodes.Items))
+	}
 	eventually(t, 5*time.Minute, "the sidecars' DaemonSet to be ready", func() (bool, error) {
 		ds, err := e.cs.AppsV1().DaemonSets(e.driverNS).Get(ctx(), sidecarsDS, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		s := ds.Status
-		return s.DesiredNumberScheduled == 1 && s.NumberReady == 1,
-			fmt.Errorf("desired %d, ready %d; pods: %s", s.DesiredNumberScheduled, s.NumberReady, e.sidecarPods())
+		return s.DesiredNumberScheduled == want && s.NumberReady == want,
+			fmt.Errorf("desired %d, ready %d, want %d; pods: %s", s.DesiredNumberScheduled, s.NumberReady, want, e.sidecarPods())
 	})
 	// A sidecar that cannot list or watch what it needs logs it within
 	// seconds of starting, and may exit.

@@ -1,9 +1,11 @@
 // Command pki writes the e2e-k8s cluster's certificates, keys and kubeconfigs
 // into one directory: a CA, the apiserver's serving certificate, the service
-// account signing key, an admin client (system:masters) and the node's kubelet
-// client (system:node:<node>), each kubeconfig self-contained.
+// account signing key, an admin client (system:masters) and each node's kubelet
+// client (system:node:<node>, in kubelet-<node>.kubeconfig), each kubeconfig
+// self-contained. The admin's certificate is also the apiserver's client
+// certificate towards the kubelets (their x509 authentication trusts the CA).
 //
-//	pki -dir DIR -node zfs-csi-e2e -server https://127.0.0.1:6443 -guest-server https://10.0.2.2:6443
+//	pki -dir DIR -node zfs-csi-e2e,zfs-csi-e2e-b -server https://127.0.0.1:6443 -guest-server https://10.0.2.2:6443
 //
 // Keys are ECDSA P-256 (RSA for the service-account key, which every
 // Kubernetes version accepts). Certificates last a week: the directory lives
@@ -26,19 +28,20 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
 func main() {
 	dir := flag.String("dir", "", "output directory")
-	node := flag.String("node", "zfs-csi-e2e", "the node's name")
+	nodes := flag.String("node", "zfs-csi-e2e", "the nodes' names, comma-separated")
 	server := flag.String("server", "https://127.0.0.1:6443", "apiserver URL for the host's kubeconfigs")
 	guestServer := flag.String("guest-server", "https://10.0.2.2:6443", "apiserver URL for the guest's kubeconfigs")
 	flag.Parse()
 	if *dir == "" {
 		fail(fmt.Errorf("-dir is required"))
 	}
-	if err := run(*dir, *node, *server, *guestServer); err != nil {
+	if err := run(*dir, strings.Split(*nodes, ","), *server, *guestServer); err != nil {
 		fail(err)
 	}
 }
@@ -48,13 +51,19 @@ func fail(err error) {
 	os.Exit(1)
 }
 
+// kubeconfigFor is one kubeconfig: whose credentials, for which apiserver URL.
+type kubeconfigFor struct {
+	server string
+	p      *pair
+}
+
 type pair struct {
 	cert *x509.Certificate
 	der  []byte
 	key  crypto.Signer
 }
 
-func run(dir, node, server, guestServer string) error {
+func run(dir string, nodes []string, server, guestServer string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -89,10 +98,6 @@ func run(dir, node, server, guestServer string) error {
 	if err != nil {
 		return err
 	}
-	kubelet, err := client("system:node:"+node, "system:nodes")
-	if err != nil {
-		return err
-	}
 	sa, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return err
@@ -105,7 +110,7 @@ func run(dir, node, server, guestServer string) error {
 		"sa.key": pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(sa)}),
 		"sa.pub": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}),
 	}
-	for name, p := range map[string]*pair{"ca": ca, "apiserver": api, "admin": admin, "kubelet": kubelet} {
+	for name, p := range map[string]*pair{"ca": ca, "apiserver": api, "admin": admin} {
 		files[name+".crt"] = certPEM(p)
 		k, err := keyPEM(p)
 		if err != nil {
@@ -113,14 +118,18 @@ func run(dir, node, server, guestServer string) error {
 		}
 		files[name+".key"] = k
 	}
-	for name, kc := range map[string]struct {
-		server string
-		p      *pair
-	}{
-		"admin.kubeconfig":         {server, admin},
-		"admin-guest.kubeconfig":   {guestServer, admin},
-		"kubelet-guest.kubeconfig": {guestServer, kubelet},
-	} {
+	kubeconfigs := map[string]kubeconfigFor{
+		"admin.kubeconfig":       {server, admin},
+		"admin-guest.kubeconfig": {guestServer, admin},
+	}
+	for _, node := range nodes {
+		kubelet, err := client("system:node:"+node, "system:nodes")
+		if err != nil {
+			return err
+		}
+		kubeconfigs["kubelet-"+node+".kubeconfig"] = kubeconfigFor{guestServer, kubelet}
+	}
+	for name, kc := range kubeconfigs {
 		k, err := kubeconfig(kc.server, ca, kc.p)
 		if err != nil {
 			return err

@@ -1,0 +1,123 @@
+# shellcheck shell=bash
+# conformance.sh — make e2e-k8s-conformance: the upstream External Storage
+# suite (e2e.test of k8s.io/kubernetes at K8S_VERSION, driven by the
+# test-driver YAMLs of e2e/k8s/conformance) against the two-node cluster of
+# make e2e-k8s. Sourced by e2e/run.sh (mode k8s with K8S_CONFORMANCE=1).
+#
+# conf_prepare DIR (DIR is share/k8s) builds e2e.test, ginkgo and the images
+# the suite's pods use, which no registry serves here (busybox, agnhost, pause,
+# under the names e2e.test asks for), and tells guest a to hand the cluster over
+# instead of running the scenarios. conf_run, started in the background before
+# the guests boot, waits for guest a's results/cluster-ready (the shipped
+# manifests applied, the plugin Ready on both nodes), runs the suite from the
+# host once per YAML, non-disruptive tests in parallel, then the [Serial] ones,
+# and writes results/conformance-done. conf_summary prints ginkgo's verdict per
+# YAML and phase.
+#
+# Environment: K8S_CONFORMANCE_DRIVERS (the YAMLs, default "dataset ext4 xfs
+# block"), K8S_CONFORMANCE_PROCS (parallel ginkgo processes, default 4),
+# K8S_CONFORMANCE_FOCUS (a further ginkgo --focus, for a quick look).
+
+CONF_SRC="$K8S_DIR/conformance"
+CONF_OUT="$E2E_OUT/conformance"
+CONF_DRIVERS="${K8S_CONFORMANCE_DRIVERS:-dataset ext4 xfs block}"
+CONF_PROCS="${K8S_CONFORMANCE_PROCS:-4}"
+# What guest a waits for the host's run, in seconds: the run's own deadline
+# is E2E_TIMEOUT.
+CONF_TIMEOUT=$((E2E_TIMEOUT - 1200))
+
+conf_prepare() {
+	local dir="$1" ref name
+	CONF_BIN="$("$K8S_DIR/build-k8s.sh" e2e)" || die "cannot build e2e.test $K8S_VERSION"
+	local ociimage="$K8S_CACHE/bin/ociimage" busybox="$K8S_CACHE/bin/busybox" pause="$K8S_CACHE/bin/pause"
+	[[ -x $ociimage && -x $busybox && -x $pause ]] || die "build-images.sh left no ociimage, busybox or pause in $K8S_CACHE/bin"
+	mkdir -p "$K8S_CACHE/images"
+	while read -r ref; do
+		name="${ref##*/}"
+		name="${name%%:*}"
+		local file
+		file="$K8S_CACHE/images/$(echo "$ref" | tr '/:' '__').tar"
+		if [[ ! -f $file ]]; then
+			log "conformance image $ref"
+			case "$name" in
+			busybox) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
+			# agnhost's subcommands run under sh -c in some tests.
+			agnhost) "$ociimage" -o "$file" -name "$ref" -entrypoint /agnhost -link-applets "$busybox" \
+				"/bin/busybox=$busybox" "/agnhost=$CONF_BIN/agnhost" ;;
+			pause) "$ociimage" -o "$file" -name "$ref" -entrypoint /pause "/pause=$pause" ;;
+			esac || die "cannot write image $ref"
+		fi
+		ln -f "$file" "$dir/images/" 2>/dev/null || cp "$file" "$dir/images/"
+	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '/(busybox|agnhost|pause):')
+	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
+	rm -rf "$CONF_OUT"
+	mkdir -p "$CONF_OUT"
+}
+
+# conf_skips DRIVER KIND prints the skip file's regular expressions of KIND
+# (skip or only) for DRIVER, joined with |.
+conf_skips() {
+	local scope kind re reason out=()
+	while IFS=$'\t' read -r scope kind re reason; do
+		[[ -z $scope || $scope == \#* ]] && continue
+		[[ -n $reason ]] || die "skip.txt: $re has no reason"
+		[[ $kind == "$2" ]] || continue
+		[[ $scope == all || ,$scope, == *,$1,* ]] && out+=("$re")
+	done <"$CONF_SRC/skip.txt"
+	local IFS='|'
+	echo "${out[*]}"
+}
+
+# conf_ginkgo DRIVER PHASE PROCS FOCUS SKIP runs one phase of one YAML and
+# appends ginkgo's verdict to summary.txt.
+conf_ginkgo() {
+	local driver="$1" phase="$2" procs="$3" focus="$4" skip="$5" start=$SECONDS rc=0
+	local log="$CONF_OUT/$driver-$phase.log"
+	log "conformance $driver $phase: ginkgo --procs=$procs --focus='$focus' --skip='$skip'"
+	(cd "$REPO" && "$CONF_BIN/ginkgo" --procs="$procs" --timeout=6h --no-color --poll-progress-after=10m \
+		--focus="$focus" --skip="$skip" --junit-report="$driver-$phase.xml" --output-dir="$CONF_OUT" \
+		"$CONF_BIN/e2e.test" -- \
+		--kubeconfig="$SHARE/k8s/pki/admin.kubeconfig" --kubectl-path="$K8S_BIN/kubectl" \
+		--storage.testdriver="$CONF_SRC/$driver.yaml" --repo-root="$REPO" \
+		--report-dir="$CONF_OUT/$driver-$phase" --node-os-distro=debian) >"$log" 2>&1 || rc=$?
+	printf '%-8s %-9s %5ss  %s  %s\n' "$driver" "$phase" "$((SECONDS - start))" \
+		"$(grep -m1 -E '^Ran [0-9]+ of [0-9]+ Specs' "$log" || echo 'no "Ran" line')" \
+		"$(grep -m1 -E '[0-9]+ Passed \| [0-9]+ Failed' "$log" || echo "ginkgo exit $rc, see $log")" >>"$CONF_OUT/summary.txt"
+	grep -E '^\s*\[FAIL\]' "$log" | sed "s/^/$driver $phase: /" >>"$CONF_OUT/failures.txt"
+	return 0
+}
+
+conf_run() {
+	local deadline=$((SECONDS + E2E_TIMEOUT))
+	until [[ -e $RESULTS/cluster-ready ]]; do
+		if [[ -e $RESULTS/exit-code ]] || ((SECONDS > deadline)); then
+			log "conformance: guest a never handed the cluster over"
+			return 1
+		fi
+		sleep 5
+	done
+	log "conformance: the cluster is ready after $SECONDS s"
+	local driver skip only focus
+	for driver in $CONF_DRIVERS; do
+		skip="$(conf_skips "$driver" skip)"
+		only="$(conf_skips "$driver" only)"
+		focus="External.Storage.*${only:+($only)}.*${K8S_CONFORMANCE_FOCUS:+($K8S_CONFORMANCE_FOCUS)}"
+		conf_ginkgo "$driver" parallel "$CONF_PROCS" "$focus" "\[Serial\]${skip:+|$skip}"
+		conf_ginkgo "$driver" serial 1 "$focus.*\[Serial\]" "$skip"
+	done
+	touch "$RESULTS/conformance-done"
+}
+
+conf_summary() {
+	[[ -f $CONF_OUT/summary.txt ]] || {
+		log "conformance: no summary (the run did not start)"
+		return 1
+	}
+	log "conformance (ginkgo per test-driver YAML and phase; logs in $CONF_OUT):"
+	sed 's/^/[e2e]   /' "$CONF_OUT/summary.txt"
+	if [[ -s $CONF_OUT/failures.txt ]]; then
+		log "conformance failures:"
+		sed 's/^/[e2e]   /' "$CONF_OUT/failures.txt"
+		return 1
+	fi
+}

@@ -1,0 +1,284 @@
+package suite
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// latencyClaims is how many claims (each with a pod) the Latency scenario
+// makes per StorageClass, all at once, as a user applying a batch would.
+const latencyClaims = 20
+
+// latencySnapshots is how many of them it snapshots and restores.
+const latencySnapshots = 5
+
+// sample is one thing a user waited for: how long, and how much of it the
+// driver spent in the calls that served it (by method, from its log).
+type sample struct {
+	wait   time.Duration
+	driver map[string]time.Duration
+}
+
+// 10. What a Kubernetes user waits for (issue 37 item 4): claim and pod
+// created → pod Running, 20 claims at once per StorageClass; VolumeSnapshot
+// created → readyToUse; restore claim (and pod) created → pod Running. Beside
+// each, the share of the wait spent inside the driver's calls, from the
+// daemon's log (one JSON line per call with its duration). The table goes to
+// the log and to $ZFS_CSI_E2E_RESULTS/latency.txt; it asserts no time.
+func testLatency(t *testing.T, e *env) {
+	since := time.Now()
+	var rows []string
+	for _, c := range classes {
+		claims := make([]string, latencyClaims)
+		for i := range claims {
+			claims[i] = fmt.Sprintf("lat-%s-%02d", strings.TrimPrefix(c.name, "zfs-"), i)
+		}
+		created := map[string]time.Time{}
+		for _, name := range claims {
+			created[name] = time.Now()
+			e.pvc(t, name, c.name, "1Gi", c.mode(), "")
+			e.pod(t, name, name, c.block, "sleep 100000")
+		}
+		running := e.allRunning(t, created, 15*time.Minute)
+
+		snaps := claims[:latencySnapshots]
+		snapCreated := map[string]time.Time{}
+		for _, name := range snaps {
+			snapCreated["snap-"+name] = time.Now()
+			e.requestSnapshot(t, "snap-"+name, name)
+		}
+		ready := e.allReady(t, snapCreated, 10*time.Minute)
+
+		restoreCreated := map[string]time.Time{}
+		for _, name := range snaps {
+			restoreCreated["rst-"+name] = time.Now()
+			e.pvc(t, "rst-"+name, c.name, "1Gi", c.mode(), "snap:snap-"+name)
+			e.pod(t, "rst-"+name, "rst-"+name, c.block, "sleep 100000")
+		}
+		restored := e.allRunning(t, restoreCreated, 15*time.Minute)
+
+		calls := driverCalls(t, since)
+		rows = append(rows,
+			row(c.name+" claim+pod → Running", e.claimSamples(t, created, running, calls)),
+			row(c.name+" VolumeSnapshot → readyToUse", e.snapshotSamples(t, snapCreated, ready, calls)),
+			row(c.name+" restore claim+pod → Running", e.claimSamples(t, restoreCreated, restored, calls)))
+
+		restores := slices.Collect(maps.Keys(restoreCreated))
+		e.deleteAll(t, restores)
+		for name := range snapCreated {
+			e.deleteSnapshot(t, name)
+		}
+		e.deleteAll(t, claims)
+	}
+	table := fmt.Sprintf("%-46s %3s %8s %8s %7s  %s\n", "what (n at once)", "n", "p50", "p95", "driver", "driver's calls, p50 each") +
+		strings.Join(rows, "")
+	t.Logf("what a user waits for, on TCG nodes:\n%s", table)
+	if dir := os.Getenv("ZFS_CSI_E2E_RESULTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "latency.txt"), []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// allRunning waits for the pods (named like their claims) to run and returns
+// when each was first seen running, polling them all every 250 ms.
+func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.Duration) map[string]time.Time {
+	t.Helper()
+	seen := map[string]time.Time{}
+	deadline := time.Now().Add(timeout)
+	for len(seen) < len(pods) {
+		list, err := e.cs.CoreV1().Pods(e.ns).List(ctx(), metav1.ListOptions{})
+		now := time.Now()
+		if err == nil {
+			for _, p := range list.Items {
+				if _, want := pods[p.Name]; want && p.Status.Phase == corev1.PodRunning && seen[p.Name].IsZero() {
+					seen[p.Name] = now
+				}
+			}
+		}
+		if now.After(deadline) {
+			t.Fatalf("after %s, %d of %d pods run (last error: %v)", timeout, len(seen), len(pods), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return seen
+}
+
+// deleteAll deletes the pods and the claims of these names (each pod uses
+// the claim of its name), all at once, and waits for the claims' PVs to go.
+func (e *env) deleteAll(t *testing.T, names []string) {
+	t.Helper()
+	pvs := map[string]bool{}
+	for _, name := range names {
+		if c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{}); err == nil && c.Spec.VolumeName != "" {
+			pvs[c.Spec.VolumeName] = true
+		}
+		if err := e.cs.CoreV1().Pods(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+		if err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	for pv := range pvs {
+		e.gonePV(t, pv)
+	}
+}
+
+// allReady waits for the VolumeSnapshots to be readyToUse and returns when
+// each was first seen ready.
+func (e *env) allReady(t *testing.T, snaps map[string]time.Time, timeout time.Duration) map[string]time.Time {
+	t.Helper()
+	seen := map[string]time.Time{}
+	deadline := time.Now().Add(timeout)
+	for len(seen) < len(snaps) {
+		list, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).List(ctx(), metav1.ListOptions{})
+		now := time.Now()
+		if err == nil {
+			for _, s := range list.Items {
+				ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse")
+				if _, want := snaps[s.GetName()]; want && ready && seen[s.GetName()].IsZero() {
+					seen[s.GetName()] = now
+				}
+			}
+		}
+		if now.After(deadline) {
+			t.Fatalf("after %s, %d of %d snapshots are ready (last error: %v)", timeout, len(seen), len(snaps), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return seen
+}
+
+// call is one line of the daemon's log about a CSI call.
+type call struct {
+	Method         string  `json:"method"`
+	Duration       float64 `json:"duration"` // milliseconds (zerolog's Dur)
+	Name           string  `json:"name"`
+	VolumeID       string  `json:"volume_id"`
+	SourceVolumeID string  `json:"source_volume_id"`
+}
+
+func (c call) took() time.Duration { return time.Duration(c.Duration * float64(time.Millisecond)) }
+
+func jsonUnmarshal(line string, c *call) error { return json.Unmarshal([]byte(line), c) }
+
+// driverCalls reads the calls the daemon on this node logged since then.
+func driverCalls(t *testing.T, since time.Time) []call {
+	t.Helper()
+	out := must(t, "journalctl", "-u", "zfs-csi", "-o", "cat", "--no-pager", "--since", since.Add(-time.Second).Format("2006-01-02 15:04:05"))
+	var calls []call
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var c call
+		if jsonUnmarshal(sc.Text(), &c) == nil && c.Method != "" {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+// claimSamples: for each claim, the wait from its creation to its pod
+// running, and the driver's CreateVolume (by the PV's name), NodeStageVolume
+// and NodePublishVolume (by its handle) calls for it.
+func (e *env) claimSamples(t *testing.T, created, done map[string]time.Time, calls []call) []sample {
+	t.Helper()
+	var samples []sample
+	for name, start := range created {
+		c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), c.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.CSI == nil {
+			t.Fatalf("PV of %s: %v", name, err)
+		}
+		s := sample{wait: done[name].Sub(start), driver: map[string]time.Duration{}}
+		for _, k := range calls {
+			switch {
+			case k.Method == "CreateVolume" && k.Name == pv.Name,
+				(k.Method == "NodeStageVolume" || k.Method == "NodePublishVolume") && k.VolumeID == pv.Spec.CSI.VolumeHandle:
+				s.driver[k.Method] += k.took()
+			}
+		}
+		samples = append(samples, s)
+	}
+	return samples
+}
+
+// snapshotSamples: for each VolumeSnapshot, the wait from its creation to
+// readyToUse, and the driver's CreateSnapshot calls for it (the snapshotter
+// names the CSI snapshot snapshot-<VolumeSnapshot's UID>).
+func (e *env) snapshotSamples(t *testing.T, created, done map[string]time.Time, calls []call) []sample {
+	t.Helper()
+	var samples []sample
+	for name, start := range created {
+		s, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := sample{wait: done[name].Sub(start), driver: map[string]time.Duration{}}
+		for _, k := range calls {
+			if k.Method == "CreateSnapshot" && k.Name == "snapshot-"+string(s.GetUID()) {
+				x.driver[k.Method] += k.took()
+			}
+		}
+		samples = append(samples, x)
+	}
+	return samples
+}
+
+// row formats one line of the table: p50 and p95 of the waits, the driver's
+// share of all the waits together, and the p50 of each method's time.
+func row(what string, samples []sample) string {
+	var waits []time.Duration
+	var total, inDriver time.Duration
+	byMethod := map[string][]time.Duration{}
+	for _, s := range samples {
+		waits = append(waits, s.wait)
+		total += s.wait
+		for m, d := range s.driver {
+			inDriver += d
+			byMethod[m] = append(byMethod[m], d)
+		}
+	}
+	methods := make([]string, 0, len(byMethod))
+	for m := range byMethod {
+		methods = append(methods, m)
+	}
+	slices.Sort(methods)
+	var each []string
+	for _, m := range methods {
+		each = append(each, fmt.Sprintf("%s %s", m, percentile(byMethod[m], 50).Round(time.Millisecond)))
+	}
+	share := 0.0
+	if total > 0 {
+		share = 100 * float64(inDriver) / float64(total)
+	}
+	return fmt.Sprintf("%-46s %3d %8s %8s %6.1f%%  %s\n", what, len(samples),
+		percentile(waits, 50).Round(100*time.Millisecond), percentile(waits, 95).Round(100*time.Millisecond), share, strings.Join(each, ", "))
+}
+
+// percentile is the nearest-rank percentile p of ds.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := (p*len(s) + 99) / 100
+	return s[max(rank, 1)-1]
+}
