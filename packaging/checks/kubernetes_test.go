@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -47,6 +49,12 @@ func typed(kind string) any {
 		return &admissionv1.ValidatingAdmissionPolicy{}
 	case "ValidatingAdmissionPolicyBinding":
 		return &admissionv1.ValidatingAdmissionPolicyBinding{}
+	case "VolumeGroupSnapshotClass":
+		return &groupsnapshotv1.VolumeGroupSnapshotClass{}
+	case "MutatingAdmissionPolicy":
+		return &admissionv1beta1.MutatingAdmissionPolicy{}
+	case "MutatingAdmissionPolicyBinding":
+		return &admissionv1beta1.MutatingAdmissionPolicyBinding{}
 	}
 	return nil
 }
@@ -97,8 +105,13 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("../kubernetes/*.yaml")
-	snapshotFiles, _ := filepath.Glob("../kubernetes/snapshots/*.yaml")
-	files = append(files, snapshotFiles...)
+	for _, dir := range []string{"snapshots", "groupsnapshots", "encryption"} {
+		more, _ := filepath.Glob("../kubernetes/" + dir + "/*.yaml")
+		if len(more) == 0 {
+			t.Errorf("no manifests in packaging/kubernetes/%s", dir)
+		}
+		files = append(files, more...)
+	}
 	total := 0
 	for _, file := range files {
 		data, err := os.ReadFile(file)
@@ -119,7 +132,9 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 		helm = found[len(found)-1]
 	}
 	snapshotAPI := []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
-	for _, args := range [][]string{nil, snapshotAPI, append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...)} {
+	groupAPI := append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1", "--api-versions",
+		"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "--values", "../kubernetes/testdata/encryption-values.yaml"}, snapshotAPI...)
+	for _, args := range [][]string{nil, snapshotAPI, append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...), groupAPI} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(helm, append([]string{"template", "zfs-csi", "../helm/zfs-csi"}, args...)...)
 		cmd.Stderr = &stderr

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,6 +124,11 @@ func withoutReleaseLabels(t *testing.T, o object) object {
 // install reads them from the cluster).
 var withSnapshotAPI = []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
 
+// withGroupSnapshotAPI adds the group snapshot CRDs and MutatingAdmissionPolicy
+// v1beta1 (off by default in 1.34).
+var withGroupSnapshotAPI = append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1",
+	"--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"}, withSnapshotAPI...)
+
 // The chart and the plain manifests cannot drift: with its default values
 // and the release in namespace zfs-csi, the chart renders the same objects,
 // field for field, less the Namespace (helm --create-namespace makes it) and
@@ -130,17 +136,19 @@ var withSnapshotAPI = []string{"--api-versions", "snapshot.storage.k8s.io/v1", "
 // what needs them (the plain manifests' snapshots/ directory).
 func TestChartRendersThePlainManifests(t *testing.T) {
 	for _, test := range []struct {
-		name      string
-		args      []string
-		snapshots bool
+		name string
+		args []string
+		dirs []string // the optional directories of the plain manifests it renders
 	}{
-		{"with the snapshot API", withSnapshotAPI, true},
-		{"without it", nil, false},
+		{"with the snapshot API", withSnapshotAPI, []string{snapshotDir}},
+		{"without it", nil, nil},
+		{"with the group snapshot API and MutatingAdmissionPolicy", withGroupSnapshotAPI, []string{snapshotDir, groupSnapshotDir}},
+		{"with an encryption key Secret", []string{"--values", "testdata/encryption-values.yaml"}, []string{encryptionDir}},
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			plain := map[string]map[string]any{}
 			for _, o := range load(t) {
-				if o.kind() != "Namespace" && (test.snapshots || filepath.Dir(o.file) != snapshotDir) {
+				if dir := filepath.Dir(o.file); o.kind() != "Namespace" && (dir == "." || slices.Contains(test.dirs, dir)) {
 					plain[o.kind()+"/"+o.name()] = o.doc
 				}
 			}

@@ -81,19 +81,33 @@ func texts(node any, path ...any) []string {
 	return out
 }
 
-// snapshotDir holds the manifests that need the snapshot API (its CRDs):
-// applied apart, so that kubectl apply -f of this directory works without
-// them.
-const snapshotDir = "snapshots"
+// The manifests applied apart from this directory's, so that kubectl apply
+// -f of this directory works on any cluster: snapshotDir needs the snapshot
+// API (its CRDs); groupSnapshotDir the group snapshot API and
+// MutatingAdmissionPolicy; encryptionDir is what a user opts into for
+// encrypted volumes.
+const (
+	snapshotDir      = "snapshots"
+	groupSnapshotDir = "groupsnapshots"
+	encryptionDir    = "encryption"
+)
 
-// load parses every document of every *.yaml file here and in snapshotDir.
+var optionalDirs = []string{snapshotDir, groupSnapshotDir, encryptionDir}
+
+// load parses every document of every *.yaml file here and in the optional
+// directories.
 func load(t *testing.T) []object {
 	t.Helper()
 	files, err := filepath.Glob("*.yaml")
-	more, _ := filepath.Glob(snapshotDir + "/*.yaml")
-	files = append(files, more...)
-	if err != nil || len(files) == 0 || len(more) == 0 {
+	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
+	}
+	for _, dir := range optionalDirs {
+		more, _ := filepath.Glob(dir + "/*.yaml")
+		if len(more) == 0 {
+			t.Fatalf("no manifests in %s/", dir)
+		}
+		files = append(files, more...)
 	}
 	var objects []object
 	for _, file := range files {
@@ -142,8 +156,9 @@ func only(t *testing.T, objects []object, kind string) []object {
 }
 
 func TestEveryManifestIsAWellFormedObject(t *testing.T) {
-	clusterScoped := []string{"Namespace", "CSIDriver", "StorageClass", "VolumeSnapshotClass", "ClusterRole", "ClusterRoleBinding",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+	clusterScoped := []string{"Namespace", "CSIDriver", "StorageClass", "VolumeSnapshotClass", "VolumeGroupSnapshotClass", "ClusterRole",
+		"ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+		"MutatingAdmissionPolicyBinding"}
 	for _, o := range load(t) {
 		t.Run(o.String(), func(t *testing.T) {
 			if str(o.doc, "apiVersion") == "" || o.kind() == "" || o.name() == "" {
@@ -223,8 +238,9 @@ func TestStorageClasses(t *testing.T) {
 	}
 }
 
-func TestVolumeSnapshotClassUsesTheDriver(t *testing.T) {
-	for _, o := range only(t, load(t), "VolumeSnapshotClass") {
+func TestVolumeSnapshotClassesUseTheDriver(t *testing.T) {
+	objects := load(t)
+	for _, o := range append(only(t, objects, "VolumeSnapshotClass"), only(t, objects, "VolumeGroupSnapshotClass")...) {
 		if got := str(o.doc, "driver"); got != driverName {
 			t.Errorf("%v: driver = %q", o, got)
 		}
@@ -386,18 +402,75 @@ func TestSnapshotContentPolicyIsBoundAndOnlyForThisDriver(t *testing.T) {
 
 // kubectl apply -f of this directory must work on a cluster without the
 // snapshot CRDs (docs/kubernetes.md calls snapshots optional): whatever names the
-// snapshot API is in snapshotDir, applied once the CRDs are there.
-func TestOnlyTheSnapshotDirectoryNeedsTheSnapshotAPI(t *testing.T) {
+// snapshot API is in snapshotDir, applied once the CRDs are there; whatever
+// names the group snapshot API or MutatingAdmissionPolicy (beta, off by
+// default in 1.34) is in groupSnapshotDir.
+func TestOnlyTheSnapshotDirectoriesNeedTheSnapshotAPIs(t *testing.T) {
 	for _, o := range load(t) {
-		needsSnapshots := strings.HasPrefix(str(o.doc, "apiVersion"), "snapshot.storage.k8s.io/") ||
-			strings.Contains(fmt.Sprint(o.doc["spec"]), "snapshot.storage.k8s.io")
-		inDir := filepath.Dir(o.file) == snapshotDir
-		if needsSnapshots && !inDir {
+		apiVersion := str(o.doc, "apiVersion")
+		needsGroups := strings.HasPrefix(apiVersion, "groupsnapshot.storage.k8s.io/") || apiVersion == "admissionregistration.k8s.io/v1beta1"
+		needsSnapshots := !needsGroups && (strings.HasPrefix(apiVersion, "snapshot.storage.k8s.io/") ||
+			strings.Contains(fmt.Sprint(o.doc["spec"]), "snapshot.storage.k8s.io"))
+		dir := filepath.Dir(o.file)
+		switch {
+		case needsGroups && dir != groupSnapshotDir:
+			t.Errorf("%v needs the group snapshot API or MutatingAdmissionPolicy: move it to %s/", o, groupSnapshotDir)
+		case needsSnapshots && dir != snapshotDir:
 			t.Errorf("%v needs the snapshot API: move it to %s/", o, snapshotDir)
-		}
-		if inDir && !needsSnapshots && o.kind() != "ValidatingAdmissionPolicyBinding" {
+		case dir == snapshotDir && !needsSnapshots && o.kind() != "ValidatingAdmissionPolicyBinding":
 			t.Errorf("%v is in %s/ but works without the snapshot API", o, snapshotDir)
+		case dir == groupSnapshotDir && !needsGroups:
+			t.Errorf("%v is in %s/ but works without the group snapshot API", o, groupSnapshotDir)
 		}
+	}
+}
+
+// The readiness probe asks the daemon itself, through the socket the
+// sidecars use, with the package's binary: a pod that stays ready while the
+// daemon is down would hide it.
+func TestSidecarsAreReadyOnlyWhileTheDaemonAnswers(t *testing.T) {
+	pod := get(only(t, load(t), "DaemonSet")[0].doc, "spec", "template", "spec")
+	probe := get(containers(t, only(t, load(t), "DaemonSet")[0].doc)["csi-provisioner"], "readinessProbe")
+	command := texts(probe, "exec", "command")
+	if !reflect.DeepEqual(command, []string{"/zfs-csi", "ctl", "--endpoint", "unix:///csi/csi.sock", "--timeout", "8s", "probe"}) {
+		t.Errorf("csi-provisioner's readiness probe runs %v, want zfs-csi ctl probe on the socket", command)
+	}
+	if timeout, _ := get(probe, "timeoutSeconds").(int); timeout <= 8 {
+		t.Errorf("timeoutSeconds %v: kubelet would kill the probe before ctl's own 8 s deadline", get(probe, "timeoutSeconds"))
+	}
+	found := false
+	for _, volume := range list(pod, "volumes") {
+		if str(volume, "name") == "zfs-csi-binary" {
+			found = true
+			if str(volume, "hostPath", "path") != "/usr/sbin/zfs-csi" || str(volume, "hostPath", "type") != "File" {
+				t.Errorf("the probe's binary is %v, want the package's /usr/sbin/zfs-csi (a File)", get(volume, "hostPath"))
+			}
+		}
+	}
+	if !found {
+		t.Error("no zfs-csi-binary volume for the probe")
+	}
+}
+
+// The group snapshot contents' label policy is bound, mutates only this
+// driver's group contents and their members at creation, and fails closed
+// (a group nobody labels would wait forever; the validating policy then
+// names the cause).
+func TestGroupContentLabelPolicyIsBoundAndOnlyForThisDriversGroups(t *testing.T) {
+	objects := load(t)
+	policy := only(t, objects, "MutatingAdmissionPolicy")[0].doc
+	binding := only(t, objects, "MutatingAdmissionPolicyBinding")[0].doc
+	name := str(policy, "metadata", "name")
+	if str(binding, "spec", "policyName") != name {
+		t.Errorf("binding's policyName %q, policy %q", str(binding, "spec", "policyName"), name)
+	}
+	for _, rule := range list(policy, "spec", "matchConstraints", "resourceRules") {
+		if !reflect.DeepEqual(get(rule, "operations"), []any{"CREATE"}) {
+			t.Errorf("resource rule %v mutates more than creations", rule)
+		}
+	}
+	if cond := str(policy, "spec", "matchConditions", 0, "expression"); !strings.Contains(cond, "'"+driverName+"'") {
+		t.Errorf("first match condition %q does not limit the policy to %s", cond, driverName)
 	}
 }
 

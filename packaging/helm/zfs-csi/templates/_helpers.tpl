@@ -42,6 +42,19 @@ template asks --api-versions snapshot.storage.k8s.io/v1. */}}
 {{- if .Capabilities.APIVersions.Has "snapshot.storage.k8s.io/v1" }}true{{ end -}}
 {{- end -}}
 
+{{/* Whether the cluster serves the group snapshot API (its CRDs);
+helm template asks --api-versions groupsnapshot.storage.k8s.io/v1. */}}
+{{- define "zfs-csi.hasGroupSnapshotAPI" -}}
+{{- if .Capabilities.APIVersions.Has "groupsnapshot.storage.k8s.io/v1" }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the cluster serves MutatingAdmissionPolicy v1beta1 (beta and off
+by default in Kubernetes 1.34); helm template asks --api-versions
+admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy. */}}
+{{- define "zfs-csi.hasMutatingPolicy" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" }}true{{ end -}}
+{{- end -}}
+
 {{/* Whether the cluster has ValidatingAdmissionPolicy v1 (Kubernetes 1.30+);
 helm template asks --kube-version. */}}
 {{- define "zfs-csi.hasAdmissionPolicy" -}}
