@@ -32,6 +32,7 @@ type Server struct {
 	namer     driver.Namer
 	inflight  *driver.InFlight
 	reap      chan struct{}
+	watch     reapWatch     // datasets whose snapshots the next reaper pass reads
 	changes   atomic.Uint64 // volume changes made, for volumePages
 	pages     volumePages
 	snapshots snapshotIndex

@@ -281,22 +281,6 @@ func TestDeleteVolumeOfAMountedVolumeIsRefused(t *testing.T) {
 	}
 }
 
-// The reaper removes an internal snapshot whose clone never came.
-func TestReaperRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
-	h := newHarness(t)
-	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "x"
-	if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.server.Reap(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if h.fake.Exists(leftover) || !h.fake.Exists(datasetOf(t, volume.GetVolumeId())) {
-		t.Error("reaper kept the leftover or took the volume")
-	}
-}
-
 func (h *harness) listSnapshotIDs(req *csi.ListSnapshotsRequest) []string {
 	h.t.Helper()
 	response, err := h.server.ListSnapshots(context.Background(), req)

@@ -167,7 +167,7 @@ func TestGroupSnapshotsMadeBeforeTheirNameSpaceStillWork(t *testing.T) {
 		Guard: h.server.owner.VolumeGuard(), Group: h.props.Group, Name: "old", Named: h.props.SnapshotName, SizeProperty: h.props.Size}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.server.Reap(context.Background()); err != nil { // the index learns the members
+	if err := h.server.Sweep(context.Background()); err != nil { // the index learns the members
 		t.Fatal(err)
 	}
 	again, err := h.server.Group().CreateVolumeGroupSnapshot(context.Background(), &csi.CreateVolumeGroupSnapshotRequest{Name: "old", SourceVolumeIds: []string{a, b}})

@@ -105,7 +105,9 @@ func (s *Server) makeFromSource(ctx context.Context, plan volumePlan, src *sourc
 		}
 		// Deferred: destroyed now if nothing was cloned from it, else with its clone.
 		cleanup = func(ctx context.Context) {
-			s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true})
+			if !s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true}) {
+				s.watchSnapshots(src.volume) // the reaper tries again
+			}
 		}
 	}
 	grow := sourceGrowth(plan, src.size, size)
@@ -169,9 +171,12 @@ func (s *Server) completeCopy(ctx context.Context, plan volumePlan, src *source,
 }
 
 // destroyQuietly is for clean-up after another error: a failure is logged,
-// not returned, and the reaper or an operator sees what is left.
-func (s *Server) destroyQuietly(ctx context.Context, name string, options zfs.DestroyOptions) {
+// not returned, and the reaper or an operator sees what is left. It reports
+// whether name is gone (or going, deferred).
+func (s *Server) destroyQuietly(ctx context.Context, name string, options zfs.DestroyOptions) bool {
 	if err := s.zfs.Destroy(ctx, name, options); err != nil && !errors.Is(err, zfs.ErrNotFound) {
 		s.log.Warn().Err(err).Str("dataset", name).Msg("clean-up failed")
+		return false
 	}
+	return true
 }

@@ -13,13 +13,14 @@ import (
 // the node (8 s for 100 volumes in the emulated e2e guest, where the zfs
 // snapshot itself takes 0.3 s; make bench).
 //
-// It is filled from full listings (each reaper pass, and a CreateSnapshot
-// that comes before the first pass) and from this service's own snapshots.
-// An entry is a hint: CreateSnapshot checks it with ZFS before answering
-// ALREADY_EXISTS, so an entry whose snapshot was deleted since costs only
-// that check, and is dropped then or by the next pass. What it cannot know
-// is a CSI name given outside this service (the property copied onto a
-// snapshot by hand) until the next reaper pass.
+// It is filled from a full listing (the reaper's sweep at start, or a
+// CreateSnapshot that comes before it) and from this service's own
+// snapshots. An entry is a hint: CreateSnapshot checks it with ZFS before
+// answering ALREADY_EXISTS, so an entry whose snapshot was deleted since
+// costs only that check, and is dropped then. What it cannot know is a CSI
+// name given outside this service (the property copied onto a snapshot by
+// hand) until the daemon starts again: the reaper's later passes list no
+// snapshots of live volumes, so that they do not grow with the node.
 type snapshotIndex struct {
 	mu     sync.Mutex
 	ready  bool                  // a full listing came in

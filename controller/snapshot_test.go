@@ -53,13 +53,13 @@ func TestSnapshotNameIsIdempotentOnItsVolumeAndTakenOnAnother(t *testing.T) {
 	}
 }
 
-// A name taken on another volume is found after a reaper pass, and a name whose snapshot went is free again.
-func TestSnapshotNameTakenOnAnotherVolumeIsFoundAfterAReaperPassAndFreedWhenItGoes(t *testing.T) {
+// A name taken on another volume is found after the reaper's sweep, and a name whose snapshot went is free again.
+func TestSnapshotNameTakenOnAnotherVolumeIsFoundAfterTheReapersSweepAndFreedWhenItGoes(t *testing.T) {
 	h := newHarness(t)
 	first := h.create(createRequest("a", 1<<30, mountCapability("")))
 	second := h.create(createRequest("b", 1<<30, mountCapability("")))
 	taken := h.snapshot("s", first.GetVolumeId())
-	if err := h.server.Reap(context.Background()); err != nil {
+	if err := h.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	_, err := h.server.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: second.GetVolumeId()})
@@ -82,7 +82,7 @@ func TestSnapshotOnAZFSWithoutGuardedSnapshotsListsThenSnapshots(t *testing.T) {
 	h := newHarness(t)
 	first := h.create(createRequest("a", 1<<30, mountCapability("")))
 	second := h.create(createRequest("b", 1<<30, mountCapability("")))
-	if err := h.server.Reap(context.Background()); err != nil {
+	if err := h.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.fake.FailNext("SnapshotGuarded", fmt.Errorf("zfs program: %w", zfs.ErrUnsupported))

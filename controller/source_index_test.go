@@ -11,11 +11,11 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// warmHarness is a harness whose snapshot index has had its first pass, so
+// warmHarness is a harness whose snapshot index has had its sweep, so
 // CreateSnapshot takes the guarded path that fills sourceIndex.
 func warmHarness(t *testing.T) *harness {
 	h := newHarness(t)
-	if err := h.server.Reap(context.Background()); err != nil {
+	if err := h.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return h

@@ -75,7 +75,7 @@ func TestASnapshotNameInASuspendedPoolStaysTaken(t *testing.T) {
 	h.snapshot("taken", h.create(elsewhere).GetVolumeId())
 	h.server.snapshots = snapshotIndex{} // as after a restart
 	h.fake.SetPoolHealth("other", "SUSPENDED")
-	if err := h.server.Reap(context.Background()); err != nil {
+	if err := h.server.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.fake.SetPoolHealth("other", "ONLINE")
