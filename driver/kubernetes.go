@@ -27,10 +27,18 @@ import (
 //
 // MODIFY_VOLUME is left out for the same reason: the resizer's modifier
 // would call ControllerModifyVolume for every node's volumes from one place.
+//
+// With the peer channel (services.Forward) that one place can reach every
+// node: each call goes to its volume's daemon, so both capabilities are
+// advertised, the resizer expands volumes whether or not a pod uses them,
+// and VolumeAttributesClass changes after creation reach ZFS. The node
+// expansion's in-process step then finds the volume grown already.
 func KubernetesServices(services Services) Services {
 	adapted := services
 	if services.Controller != nil {
-		adapted.Controller = kubernetesController{services.Controller}
+		if services.Forward == nil {
+			adapted.Controller = kubernetesController{services.Controller}
+		}
 		if services.Node != nil {
 			adapted.Node = kubernetesNode{NodeServer: services.Node, controller: services.Controller}
 		}

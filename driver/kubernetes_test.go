@@ -106,6 +106,23 @@ func TestKubernetesServices(t *testing.T) {
 		}
 	})
 
+	t.Run("with calls forwarded to their nodes expansion and modification are advertised", func(t *testing.T) {
+		forwarding := KubernetesServices(Services{Controller: controller, Node: node, Forward: Forward(Config{NodeID: "node-a"}, nil)})
+		resp, err := forwarding.Controller.ControllerGetCapabilities(t.Context(), &csi.ControllerGetCapabilitiesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []csi.ControllerServiceCapability_RPC_Type
+		for _, capability := range resp.GetCapabilities() {
+			got = append(got, capability.GetRpc().GetType())
+		}
+		for _, want := range hiddenFromKubernetes {
+			if !slices.Contains(got, want) {
+				t.Errorf("capabilities = %v, want %v among them", got, want)
+			}
+		}
+	})
+
 	t.Run("without a controller the services are served as they are", func(t *testing.T) {
 		nodeOnly := KubernetesServices(Services{Node: node})
 		if _, ok := nodeOnly.Node.(stubNode); !ok {

@@ -35,6 +35,9 @@ type Services struct {
 	Node            csi.NodeServer
 	// SnapshotMetadata serves changed-block metadata (server streams).
 	SnapshotMetadata csi.SnapshotMetadataServer
+	// Forward sends controller calls for other nodes to them (Forward);
+	// nil answers every call here.
+	Forward grpc.UnaryServerInterceptor
 }
 
 // NewServer registers the services behind the shared interceptors. Extra
@@ -42,7 +45,11 @@ type Services struct {
 // gRPC code, panics and typed errors included.
 func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerInterceptor) *Server {
 	s := &Server{log: log}
-	chain := append(append([]grpc.UnaryServerInterceptor{}, extra...), s.logCall, recoverPanic, mapErrors)
+	chain := append(append([]grpc.UnaryServerInterceptor{}, extra...), s.logCall, recoverPanic)
+	if services.Forward != nil {
+		chain = append(chain, services.Forward)
+	}
+	chain = append(chain, mapErrors)
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...), grpc.ChainStreamInterceptor(s.logStream))
 	if services.Identity != nil {
 		csi.RegisterIdentityServer(s.grpc, services.Identity)
@@ -162,7 +169,8 @@ func (s *Server) Stop(ctx context.Context) {
 // error's message is already bounded by the interceptors inside this one.
 func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	resp, err := handler(ctx, req)
+	note := &callNote{}
+	resp, err := handler(context.WithValue(ctx, callNoteKey{}, note), req)
 	code := status.Code(err)
 	level := zerolog.InfoLevel
 	switch {
@@ -177,12 +185,27 @@ func (s *Server) logCall(ctx context.Context, req any, info *grpc.UnaryServerInf
 	for key, value := range requestKeys(req) {
 		event = event.Str(key, Bounded(value))
 	}
+	if note.forwardedTo != "" {
+		event = event.Str("forwarded_to", note.forwardedTo)
+	}
 	event = event.Dur("duration", time.Since(start)).Str("code", code.String())
 	if err != nil {
 		event = event.Str("error", status.Convert(err).Message())
 	}
 	event.Send()
 	return resp, err
+}
+
+// callNote is what the interceptors inside logCall tell its line: the node
+// a call was forwarded to.
+type callNote struct{ forwardedTo string }
+
+type callNoteKey struct{}
+
+func noteForward(ctx context.Context, nodeID string) {
+	if note, ok := ctx.Value(callNoteKey{}).(*callNote); ok {
+		note.forwardedTo = nodeID
+	}
 }
 
 // logStream logs a streaming call as logCall does a unary one, once it

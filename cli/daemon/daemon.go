@@ -152,6 +152,7 @@ func Run(version string, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	csiPlugin.ForwardCalls(opts.Config, peers)
 	server := driver.NewServer(log, csiPlugin.Services, telemetry.interceptors()...)
 	if err := server.Listen(opts.endpoint); err != nil {
 		return err

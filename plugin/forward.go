@@ -1,0 +1,39 @@
+package plugin
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/peer"
+)
+
+// PeerConns is the peer channel's client as the forwarding of controller
+// calls uses it (driver.Peers).
+type PeerConns struct{ Client *peer.Client }
+
+// Conn implements driver.Peers.
+func (p PeerConns) Conn(ctx context.Context, nodeID string) (grpc.ClientConnInterface, error) {
+	conn, err := p.Client.Dial(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// ForwardCalls, once ConnectPeers opened the channel, sends the controller
+// calls for other nodes' volumes to their daemons (driver.Forward) and
+// answers theirs for this node's on server (nil when this node does not
+// serve peers). Without a channel it changes nothing: every call is
+// answered here, another node's refused as before. Call it before the
+// services are served.
+func (p *Plugin) ForwardCalls(cfg driver.Config, server *peer.Server) {
+	if p.Peers == nil {
+		return
+	}
+	p.Services.Forward = driver.Forward(cfg, PeerConns{Client: p.Peers})
+	if server != nil {
+		driver.RegisterPeerServices(server, cfg, p.Services)
+	}
+}
