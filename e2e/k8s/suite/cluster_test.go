@@ -139,9 +139,17 @@ func (e *env) pvc(t *testing.T, name, sc, size string, mode corev1.PersistentVol
 }
 
 // pod starts a busybox pod using claim at /data (Filesystem) or /dev/xvda
-// (Block) that runs script with sh -c. Never restarted: a failing write
-// shows as a failed pod.
+// (Block) that runs script with sh -c, on the node whose ZFS the scenarios
+// read (the cluster has two). Never restarted: a failing write shows as a
+// failed pod.
 func (e *env) pod(t *testing.T, name, claim string, block bool, script string) {
+	t.Helper()
+	e.podOn(t, map[string]string{"kubernetes.io/hostname": e.node}, name, claim, block, script)
+}
+
+// podOn is pod with the node selector given (nil: where the scheduler puts
+// it).
+func (e *env) podOn(t *testing.T, nodeSelector map[string]string, name, claim string, block bool, script string) {
 	t.Helper()
 	c := corev1.Container{
 		Name: "c", Image: e.image, ImagePullPolicy: corev1.PullNever,
@@ -157,8 +165,7 @@ func (e *env) pod(t *testing.T, name, claim string, block bool, script string) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: corev1.PodSpec{
-			// On the node whose ZFS the scenarios read (the cluster has two).
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": e.node},
+			NodeSelector:                  nodeSelector,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &zero,
 			Containers:                    []corev1.Container{c},

@@ -41,6 +41,10 @@ func TestCluster(t *testing.T) {
 		{"DaemonRestart", testDaemonRestart, false},
 		{"MissingDistributedSnapshotting", testMissingDistributedSnapshotting, false},
 		{"Latency", testLatency, false},
+		{"GroupSnapshots", testGroupSnapshots, false},
+		{"Encryption", testEncryption, false},
+		{"Scheduling", testScheduling, false},
+		{"Health", testHealth, false},
 		{"Chart", testChart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}

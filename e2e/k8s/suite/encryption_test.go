@@ -1,0 +1,97 @@
+package suite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// keySecret is the Secret packaging/kubernetes/encryption/ names, in the
+// sidecars' namespace, as docs/encryption.md has the user create it.
+const keySecret = "zfs-csi-encryption-key"
+
+// 12. Encryption through the opt-in manifests: the key Secret, the Role that
+// lets the provisioner read it, the encrypted StorageClass. A claim and a
+// restore of its snapshot provision encrypted; once the node's key is
+// unloaded (as after a reboot) both mount again, kubelet's NodeStageVolume
+// loading the key from the class's node-stage Secret.
+func testEncryption(t *testing.T, e *env) {
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: keySecret, Namespace: driverNS},
+		StringData: map[string]string{"encryptionPassphrase": "e2e passphrase of zfs-csi"},
+	}
+	if _, err := e.cs.CoreV1().Secrets(driverNS).Create(ctx(), secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	dir := e.optional(t, "encryption")
+	must(t, e.kubectl, "apply", "-f", dir)
+	t.Cleanup(func() {
+		// The Role and the class go with the chart scenario's deletion of
+		// the manifests only if applied with them: remove them here.
+		_, _ = run(e.kubectl, "delete", "-f", dir, "--ignore-not-found")
+		_ = e.cs.CoreV1().Secrets(driverNS).Delete(ctx(), keySecret, metav1.DeleteOptions{})
+	})
+	c := class{"zfs-encrypted", false}
+	src := "encrypted"
+	token := "token-of-" + src
+	e.written(t, src, c, token)
+	ds := e.dataset(t, e.boundPV(t, src))
+	if got := e.props(t, ds, "encryption", "keystatus", "encryptionroot"); got[0] != "aes-256-gcm" || got[1] != "available" || got[2] != ds {
+		t.Errorf("%s: encryption, keystatus, encryptionroot = %v; want aes-256-gcm, available, itself", ds, got)
+	}
+	snap := src + "-snap"
+	e.snapshot(t, snap, src)
+	restore := src + "-restore"
+	e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
+	e.pod(t, restore+"-reader", restore, false, c.read())
+	if got := e.finished(t, restore+"-reader", 5*time.Minute); got != token {
+		t.Errorf("the restore holds %q, want %q", got, token)
+	}
+	e.deletePod(t, restore+"-reader")
+	restoreDS := e.dataset(t, e.boundPV(t, restore))
+	if got := e.props(t, restoreDS, "encryptionroot")[0]; got != ds {
+		t.Errorf("the restore %s has encryption root %s, want its origin's %s (restores share the key)", restoreDS, got, ds)
+	}
+
+	// As after a reboot: nothing mounted, the key unloaded.
+	for _, d := range []string{ds, restoreDS} {
+		if out := must(t, "zfs", "get", "-H", "-o", "value", "mounted", d); strings.TrimSpace(out) != "no" {
+			t.Fatalf("%s is still mounted with no pod using it: %s", d, out)
+		}
+	}
+	must(t, "zfs", "unload-key", ds)
+	for _, d := range []string{ds, restoreDS} {
+		if got := e.props(t, d, "keystatus")[0]; got != "unavailable" {
+			t.Fatalf("%s: keystatus %s after zfs unload-key, want unavailable", d, got)
+		}
+	}
+	for _, claim := range []string{src, restore} {
+		e.pod(t, claim+"-after-unload", claim, false, c.read())
+	}
+	for _, claim := range []string{src, restore} {
+		if got := e.finished(t, claim+"-after-unload", 5*time.Minute); got != token {
+			t.Errorf("%s after the key was unloaded holds %q, want %q", claim, got, token)
+		}
+	}
+	if got := e.props(t, ds, "keystatus")[0]; got != "available" {
+		t.Errorf("%s: keystatus %s after the pods mounted it again, want available (NodeStageVolume loads it)", ds, got)
+	}
+	if log := must(t, "journalctl", "-u", "zfs-csi", "-o", "cat", "--no-pager"); strings.Contains(log, "e2e passphrase of zfs-csi") {
+		t.Error("the daemon's journal holds the passphrase")
+	}
+	for _, claim := range []string{src, restore} {
+		e.deletePod(t, claim+"-after-unload")
+	}
+	e.deletePVC(t, restore, restoreDS)
+	e.deleteSnapshot(t, snap)
+	e.deletePVC(t, src, "")
+	eventually(t, 4*time.Minute, "the reaper to destroy "+ds, func() (bool, error) {
+		out, err := run("zfs", "list", "-H", "-t", "all", "-o", "name", "-r", ds)
+		return err != nil && strings.Contains(out, "does not exist"), fmt.Errorf("still there: %s", out)
+	})
+}

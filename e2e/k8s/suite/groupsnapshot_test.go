@@ -1,0 +1,190 @@
+package suite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var (
+	groupSnapshotGVR = schema.GroupVersionResource{Group: "groupsnapshot.storage.k8s.io", Version: "v1", Resource: "volumegroupsnapshots"}
+	groupContentGVR  = schema.GroupVersionResource{Group: "groupsnapshot.storage.k8s.io", Version: "v1", Resource: "volumegroupsnapshotcontents"}
+)
+
+// optional is a directory of packaging/kubernetes that the plain manifests
+// leave to the user (groupsnapshots, encryption); host.sh copies them beside
+// the manifests, not into them.
+func (e *env) optional(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(e.manifests), "optional", name)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("packaging/kubernetes/%s is not in the share (e2e/k8s/host.sh copies it): %v", name, err)
+	}
+	return dir
+}
+
+// 11. A VolumeGroupSnapshot of two claims under writing pods, through the
+// shipped group class and the policy that labels group contents with their
+// node: one ZFS transaction group for both members, and each member restored
+// into a new claim that holds the data.
+func testGroupSnapshots(t *testing.T, e *env) {
+	must(t, e.kubectl, "apply", "-f", e.optional(t, "groupsnapshots"))
+	c := classes[0]
+	claims := []string{"member-a", "member-b"}
+	for _, claim := range claims {
+		e.pvc(t, claim, c.name, "1Gi", c.mode(), "")
+		patch := []byte(`{"metadata":{"labels":{"zfs-e2e-group":"g1"}}}`)
+		if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx(), claim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// set -e: a failed write ends the pod as Failed (it never restarts).
+		e.pod(t, claim+"-writer", claim, false, fmt.Sprintf(
+			"set -e; echo token-of-%s > /data/token; sync; trap 'exit 0' TERM; i=0; while true; do i=$((i+1)); echo $i >> /data/log; sleep 0.2; done", claim))
+	}
+	datasets := map[string]string{}
+	for _, claim := range claims {
+		e.running(t, claim+"-writer", 5*time.Minute)
+		datasets[claim] = e.dataset(t, e.boundPV(t, claim))
+	}
+	group := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "groupsnapshot.storage.k8s.io/v1",
+		"kind":       "VolumeGroupSnapshot",
+		"metadata":   map[string]any{"name": "group-1", "namespace": e.ns},
+		"spec": map[string]any{
+			"volumeGroupSnapshotClassName": "zfs-group-snapshot",
+			"source":                       map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"zfs-e2e-group": "g1"}}},
+		},
+	}}
+	created, err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Create(ctx(), group, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 4*time.Minute, "VolumeGroupSnapshot group-1 to be ready", func() (bool, error) {
+		g, err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Get(ctx(), "group-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready, _, _ := unstructured.NestedBool(g.Object, "status", "readyToUse")
+		msg, _, _ := unstructured.NestedString(g.Object, "status", "error", "message")
+		return ready, fmt.Errorf("readyToUse %v, error %q; %s", ready, msg, e.events("group-1"))
+	})
+	t.Logf("group snapshot ready after %s", time.Since(start).Round(time.Second))
+	members := e.groupMembers(t, created.GetUID())
+	if len(members) != len(claims) {
+		t.Fatalf("the group's VolumeSnapshots by claim: %v, want one for each of %v", members, claims)
+	}
+	// One channel program took both: their ZFS snapshots share a
+	// transaction group and carry the group's mark.
+	var txgs []string
+	for _, claim := range claims {
+		out := must(t, "zfs", "list", "-H", "-p", "-t", "snapshot", "-o", "name,createtxg,zfs.csi.dev:group", "-r", datasets[claim])
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("%s has snapshots %q, want the group's one", datasets[claim], out)
+		}
+		fields := strings.Split(lines[0], "\t")
+		if len(fields) != 3 || fields[2] == "-" || fields[2] == "" {
+			t.Errorf("%s: the member snapshot %q carries no zfs.csi.dev:group", datasets[claim], lines[0])
+		}
+		if len(fields) > 1 {
+			txgs = append(txgs, fields[1])
+		}
+	}
+	if len(txgs) != 2 || txgs[0] != txgs[1] {
+		t.Errorf("the members' createtxg %v: not one transaction group", txgs)
+	}
+	for _, claim := range claims {
+		restore := claim + "-restore"
+		e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+members[claim])
+		e.pod(t, restore+"-reader", restore, false, "set -e; cat /data/token > /dev/termination-log; test -s /data/log")
+	}
+	for _, claim := range claims {
+		restore := claim + "-restore"
+		if got := e.finished(t, restore+"-reader", 5*time.Minute); got != "token-of-"+claim {
+			t.Errorf("%s, restored from the group's member %s, holds %q; want token-of-%s", restore, members[claim], got, claim)
+		}
+	}
+	// Writers never failed while the group was taken.
+	for _, claim := range claims {
+		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), claim+"-writer", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("writer of %s: %s (%s)", claim, p.Status.Phase, e.events(p.Name))
+		}
+	}
+	for _, claim := range claims {
+		e.deletePod(t, claim+"-restore-reader")
+		e.deletePVC(t, claim+"-restore", "")
+	}
+	e.deleteGroupSnapshot(t, "group-1", members)
+	for _, claim := range claims {
+		e.deletePod(t, claim+"-writer")
+		e.deletePVC(t, claim, datasets[claim])
+	}
+}
+
+// groupMembers maps each claim of a group snapshot to the VolumeSnapshot the
+// snapshot-controller made for it (owned by the group).
+func (e *env) groupMembers(t *testing.T, group types.UID) map[string]string {
+	t.Helper()
+	members := map[string]string{}
+	eventually(t, 2*time.Minute, "the group's VolumeSnapshots to be ready", func() (bool, error) {
+		list, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).List(ctx(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		clear(members)
+		allReady := true
+		for _, s := range list.Items {
+			if !slices.ContainsFunc(s.GetOwnerReferences(), func(o metav1.OwnerReference) bool { return o.UID == group }) {
+				continue
+			}
+			claim, _, _ := unstructured.NestedString(s.Object, "spec", "source", "persistentVolumeClaimName")
+			members[claim] = s.GetName()
+			ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse")
+			allReady = allReady && ready
+		}
+		return len(members) > 0 && allReady, fmt.Errorf("members %v, all ready %v", members, allReady)
+	})
+	return members
+}
+
+// deleteGroupSnapshot deletes a VolumeGroupSnapshot and waits for its
+// content and its members' VolumeSnapshots to go.
+func (e *env) deleteGroupSnapshot(t *testing.T, name string, members map[string]string) {
+	t.Helper()
+	g, err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Get(ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, _, _ := unstructured.NestedString(g.Object, "status", "boundVolumeGroupSnapshotContentName")
+	if err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 4*time.Minute, "VolumeGroupSnapshotContent "+content+" and the members to go", func() (bool, error) {
+		_, err := e.dyn.Resource(groupContentGVR).Get(ctx(), content, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("content: %v; %s", err, e.eventsIn("", content))
+		}
+		for _, s := range members {
+			if _, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Get(ctx(), s, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("member %s: %v", s, err)
+			}
+		}
+		return true, nil
+	})
+}
