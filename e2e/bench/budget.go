@@ -52,13 +52,13 @@ func sectionWork(number string, cfg config) int {
 	case "8":
 		return 3500 // 1 GiB written twice, then two deltas: each read three times and sent three (the second sends the base too)
 	case "9":
-		// The volumes; per level 2-4 daemon starts and their reaper
-		// passes, the calls, and the listings twice each (the driver and
-		// the replay), at about a command per 20 rows.
+		// The volumes; per level 2-4 daemon starts, their reaper sweeps
+		// and passes, the calls, and the listings twice each (the driver
+		// and the replay), at about a command per 20 rows.
 		work := cfg.scale[len(cfg.scale)-1]
 		for _, level := range cfg.scale {
 			rounds := listingRounds(level)
-			work += rounds*(10+2*level/20) + 3*scaleRounds + rounds*3*2*level/20
+			work += rounds*(10+4*level/20) + 3*scaleRounds + rounds*3*2*level/20
 		}
 		return work
 	}

@@ -312,7 +312,7 @@ var countOrder = []string{
 
 // addCountRows puts section 6 into the table: start-up, then each call.
 func (b *bench) addCountRows(startup []loggedCommand, startedAt time.Time, all []loggedCommand) {
-	rows := []row{{section: "6", what: "daemon start, one Probe, the reaper's first pass", commands: countSummary(startup)}}
+	rows := []row{{section: "6", what: "daemon start, one Probe, the reaper's sweep", commands: countSummary(startup)}}
 	for _, label := range countOrder {
 		if text, ok := b.counts[label]; ok {
 			rows = append(rows, row{section: "6", what: label, commands: text})

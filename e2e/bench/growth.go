@@ -23,10 +23,12 @@ import (
 // (-scale, default 100, 1,000, 10,000 volumes), by parallel bare zfs create
 // of the command line the driver ran for a thin dataset (read back from the
 // first volume's local properties, so the section needs no other). At each
-// level: daemon start → READY=1, one ListVolumes page and the full paged
-// listing, a reaper pass (the daemon's own debug log line), the metrics'
-// background read (its debug log line) and a scrape served from it, GetCapacity, CreateVolume and CreateSnapshot, and the daemon's
-// peak RSS. Calls that are not listings must cost the same at every level
+// level: daemon start → READY=1, the reaper's sweep at start and its next
+// pass (the daemon's own debug log lines; a pass must stay flat per volume
+// and within 1.2× of the zfs commands it ran), one ListVolumes page and the
+// full paged listing, the metrics' background read (its debug log line) and
+// a scrape served from it, GetCapacity, CreateVolume and CreateSnapshot,
+// and the daemon's peak RSS. Calls that are not listings must cost the same at every level
 // (≤ 1.2× the smallest); CreateVolume and CreateSnapshot are also timed
 // beside the bare zfs create / zfs snapshot in the same parent (what ZFS's
 // own cost does). Listings are compared with the replay of the zfs and
@@ -117,13 +119,15 @@ func (b *bench) thinCreateLine(ctx context.Context) (func(csiName, dataset strin
 // levelCosts are the measurements at one level. Each listing has a bare
 // twin: the zfs and zpool commands the daemon logged for it, replayed.
 type levelCosts struct {
-	start                      samples
-	capacity                   paired // GetCapacity, and the replay of its zfs list
-	create, snapshot           paired // the calls, and the bare zfs create / zfs snapshot beside them
-	page, full, reaper, scrape paired
-	served                     samples // a scrape served from the last read
-	peak                       uint64
-	made                       int // volumes CreateVolume added
+	start              samples
+	capacity           paired // GetCapacity, and the replay of its zfs list
+	create, snapshot   paired // the calls, and the bare zfs create / zfs snapshot beside them
+	page, full, scrape paired
+	sweep, pass        paired  // the reaper's sweep at start, and a pass after it
+	served             samples // a scrape served from the last read
+	peak               uint64
+	made               int // volumes CreateVolume added
+	level              int // volumes when measured
 }
 
 // paired is a call and its bare twin: for a listing, the replay of the
@@ -152,21 +156,22 @@ func listingRounds(level int) int {
 
 // startRounds is how many times the daemon is started at a level: three
 // everywhere, since one start is a noisy sample; past the first, a start at a
-// large level is stopped once READY, without waiting out its reaper pass.
+// large level is stopped once READY, without waiting out its reaper's sweep.
 const startRounds = 3
 
 // measureLevel measures everything at one level, where the parent holds
 // want volumes; bareCreate is the zfs create of another thin volume there.
 func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate func(name string) []string) (*levelCosts, error) {
-	c := &levelCosts{}
+	c := &levelCosts{level: level}
 	rounds := listingRounds(level)
-	// Each start's first reaper pass is the pass measured: the daemon does
-	// nothing else then but its start-up reads.
+	// Each start's sweep and the pass after it are what is measured: the
+	// daemon does nothing else then but its start-up reads. A pass comes
+	// right after the sweep: the interval (1 s) has passed by then.
 	for i := range startRounds {
 		cfg := b.daemonConfig("scale")
 		cfg.notify = true
 		cfg.logName = fmt.Sprintf("driver-%d-start-%d.log", level, i)
-		cfg.extra = []string{"--log-level", "debug"}
+		cfg.extra = []string{"--log-level", "debug", "--reap-interval", "1s"}
 		d, err := startDaemon(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -176,20 +181,24 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 			d.stop() // READY is all this start measures
 			continue
 		}
-		pass, argv, err := firstReaperPass(ctx, filepath.Join(cfg.dir, cfg.logName))
+		sweep, pass, err := reaperRuns(ctx, filepath.Join(cfg.dir, cfg.logName), true)
 		d.stop()
 		if err != nil {
 			return nil, err
 		}
-		c.reaper.driver = append(c.reaper.driver, pass)
-		if level > 1000 {
-			continue // its replay would take as long again: growth is read against the smaller levels
-		}
-		bare, err := replay(ctx, [][]string{argv})
+		c.sweep.driver, c.pass.driver = append(c.sweep.driver, sweep.took), append(c.pass.driver, pass.took)
+		bare, err := replay(ctx, pass.commands)
 		if err != nil {
 			return nil, err
 		}
-		c.reaper.bare = append(c.reaper.bare, bare)
+		c.pass.bare = append(c.pass.bare, bare)
+		if level > 1000 {
+			continue // the sweep's replay would take as long again: growth is read against the smaller levels
+		}
+		if bare, err = replay(ctx, sweep.commands); err != nil {
+			return nil, err
+		}
+		c.sweep.bare = append(c.sweep.bare, bare)
 	}
 	cfg := b.daemonConfig("scale")
 	cfg.logName = fmt.Sprintf("driver-%d.log", level)
@@ -201,7 +210,7 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 	}
 	defer d.stop()
 	logPath := filepath.Join(cfg.dir, cfg.logName)
-	if _, _, err := firstReaperPass(ctx, logPath); err != nil {
+	if _, _, err := reaperRuns(ctx, logPath, false); err != nil {
 		return nil, err
 	}
 	d.quiesce()
@@ -302,9 +311,9 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 	if _, c.peak, err = d.memory(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("=== bench: %d volumes: start %s, page %s (bare %s), full %s (bare %s), reaper %s (bare %s), scrape %s (bare %s), GetCapacity %s, CreateVolume %s (zfs create %s), CreateSnapshot %s (zfs snapshot %s), peak RSS %s\n",
+	fmt.Printf("=== bench: %d volumes: start %s, page %s (bare %s), full %s (bare %s), reaper sweep %s (bare %s), pass %s (bare %s), scrape %s (bare %s), GetCapacity %s, CreateVolume %s (zfs create %s), CreateSnapshot %s (zfs snapshot %s), peak RSS %s\n",
 		level, ms(c.start.p50()), ms(c.page.driver.p50()), ms(c.page.bare.p50()), ms(c.full.driver.p50()), ms(c.full.bare.p50()),
-		ms(c.reaper.driver.p50()), ms(c.reaper.bare.p50()), ms(c.scrape.driver.p50()), ms(c.scrape.bare.p50()),
+		ms(c.sweep.driver.p50()), ms(c.sweep.bare.p50()), ms(c.pass.driver.p50()), ms(c.pass.bare.p50()), ms(c.scrape.driver.p50()), ms(c.scrape.bare.p50()),
 		ms(c.capacity.driver.p50()), ms(c.create.driver.p50()), ms(c.create.bare.p50()), ms(c.snapshot.driver.p50()), ms(c.snapshot.bare.p50()), mib(c.peak))
 	return c, nil
 }
@@ -316,7 +325,8 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 	rows := []row{
 		c.page.row(at("ListVolumes one page vs its zfs commands")),
 		c.full.row(at("ListVolumes all pages vs their zfs commands")),
-		c.reaper.row(at("reaper pass vs its zfs list")),
+		c.sweep.row(at("reaper sweep at start (in the background) vs its zfs list")),
+		c.pass.row(at("reaper pass vs its zfs commands")),
 		c.scrape.row(at("metrics read (in the background) vs its zfs commands")),
 	}
 	if len(c.served) > 0 {
@@ -329,9 +339,11 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 		what       string
 		now, first samples
 	}{{"daemon start → READY=1", c.start, nil}, {"GetCapacity", c.capacity.driver, nil},
-		{"CreateVolume thin dataset", c.create.driver, nil}, {"CreateSnapshot", c.snapshot.driver, nil}}
+		{"CreateVolume thin dataset", c.create.driver, nil}, {"CreateSnapshot", c.snapshot.driver, nil},
+		{"reaper pass per volume", perVolume(c.pass.driver, level), nil}}
 	if base != nil {
 		flat[0].first, flat[1].first, flat[2].first, flat[3].first = base.start, base.capacity.driver, base.create.driver, base.snapshot.driver
+		flat[4].first = perVolume(base.pass.driver, base.level)
 	}
 	for _, f := range flat {
 		if f.first == nil {
@@ -514,31 +526,69 @@ func loggedCommands(path string) ([][]string, error) {
 	return commands, nil
 }
 
-// firstReaperPass waits for the daemon to log its first reaper pass and
-// returns how long it took and the zfs list it ran (the last list logged
-// before the pass ended).
-func firstReaperPass(ctx context.Context, path string) (time.Duration, []string, error) {
+// reaperRun is one sweep or pass of the reaper as the daemon logged it:
+// its duration, and its zfs commands: for the sweep its listing, for a pass
+// every command logged between the sweep's line and its own (the daemon
+// runs nothing else while the bench waits for them).
+type reaperRun struct {
+	took     time.Duration
+	commands [][]string
+}
+
+// reaperRuns waits for the daemon's reaper sweep (at start) and, when
+// wantPass, for the pass after it.
+func reaperRuns(ctx context.Context, path string, wantPass bool) (sweep, pass reaperRun, err error) {
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
 		lines, err := readLog(path, "")
 		if err != nil {
-			return 0, nil, err
+			return sweep, pass, err
 		}
-		var list []string
+		var commands [][]string
+		swept := false
 		for _, line := range lines {
 			switch {
-			case line.Message == "zfs command" && len(line.Argv) > 1 && line.Argv[1] == "list":
-				list = line.Argv
-			case line.Message == "reaper pass":
-				if list == nil {
-					return 0, nil, fmt.Errorf("%s: a reaper pass without a zfs list before it", path)
+			case line.Message == "zfs command":
+				commands = append(commands, line.Argv)
+			case line.Message == "reaper sweep":
+				// Its one zfs list: the last before it (the start-up's
+				// own reads come before).
+				var list []string
+				for _, argv := range commands {
+					if len(argv) > 1 && argv[1] == "list" {
+						list = argv
+					}
 				}
-				return time.Duration(line.Duration * float64(time.Millisecond)), list, nil
+				if list == nil {
+					return sweep, pass, fmt.Errorf("%s: a reaper sweep without a zfs list before it", path)
+				}
+				sweep, commands, swept = reaperRun{took: logged(line), commands: [][]string{list}}, nil, true
+				if !wantPass {
+					return sweep, pass, nil
+				}
+			case line.Message == "reaper pass" && swept:
+				return sweep, reaperRun{took: logged(line), commands: commands}, nil
+			case strings.HasPrefix(line.Message, "reaper ") && strings.HasSuffix(line.Message, " failed"):
+				return sweep, pass, fmt.Errorf("%s: the daemon logged %q", path, line.Message)
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return 0, nil, fmt.Errorf("%s logs no reaper pass after 30 minutes", path)
+			return sweep, pass, fmt.Errorf("%s logs no reaper sweep (and pass) after 30 minutes", path)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// logged is a log line's duration.
+func logged(line logLine) time.Duration {
+	return time.Duration(line.Duration * float64(time.Millisecond))
+}
+
+// perVolume divides each sample by the number of volumes.
+func perVolume(took samples, volumes int) samples {
+	out := make(samples, len(took))
+	for i, t := range took {
+		out[i] = t / time.Duration(volumes)
+	}
+	return out
 }

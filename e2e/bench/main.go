@@ -20,9 +20,10 @@
 //  6. the zfs and zpool commands each call runs, counted by wrappers on the
 //     daemon's PATH (a separate daemon: the wrappers cost time);
 //  7. group snapshots of 16 volumes; 8. snapshot metadata of a 1 GiB zvol;
-//  9. scale: start, listings, a reaper pass, a metrics scrape, GetCapacity,
-//     CreateVolume, CreateSnapshot and peak RSS at 100, 1,000 and 10,000
-//     volumes (-scale); runs alone with -sections 9.
+//  9. scale: start, listings, the reaper's sweep at start and a pass after
+//     it, a metrics scrape, GetCapacity, CreateVolume, CreateSnapshot and peak
+//     RSS at 100, 1,000 and 10,000 volumes (-scale); runs alone with
+//     -sections 9.
 //
 // The bare side replays the argv the driver ran in section 6, with other
 // dataset names: the same options and properties, by construction.

@@ -125,7 +125,7 @@ func (b *bench) listing(ctx context.Context) error {
 		return err
 	}
 	defer d.stop()
-	d.quiesce() // the reaper's first pass lists everything too
+	d.quiesce() // the reaper's sweep at start lists everything too
 	_, startPeak, err := d.memory()
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 )
 
 // idleSettle is how long a started daemon sits idle, after its start-up
-// commands (the reaper's first pass) ended, before its RSS is read.
+// commands (the reaper's sweep) ended, before its RSS is read.
 const idleSettle = 2 * time.Second
 
 // startup is section 5: the daemon started again and again on an empty
