@@ -2,12 +2,12 @@ package suite
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -21,13 +21,12 @@ const keySecret = "zfs-csi-encryption-key"
 // unloaded (as after a reboot) both mount again, kubelet's NodeStageVolume
 // loading the key from the class's node-stage Secret.
 func testEncryption(t *testing.T, e *env) {
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: keySecret, Namespace: driverNS},
-		StringData: map[string]string{"encryptionPassphrase": "e2e passphrase of zfs-csi"},
-	}
-	if _, err := e.cs.CoreV1().Secrets(driverNS).Create(ctx(), secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// As docs/encryption.md has the user make it.
+	passphrase := filepath.Join(t.TempDir(), "passphrase")
+	if err := os.WriteFile(passphrase, []byte("e2e passphrase of zfs-csi"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	must(t, e.kubectl, "-n", driverNS, "create", "secret", "generic", keySecret, "--from-file=encryptionPassphrase="+passphrase)
 	dir := e.optional(t, "encryption")
 	must(t, e.kubectl, "apply", "-f", dir)
 	t.Cleanup(func() {
