@@ -27,6 +27,11 @@ RESULTS=$SHARE/results
 [[ $ROLE == b ]] && RESULTS=$SHARE/results/b
 NODE=node-$ROLE
 SERVER_IP=192.168.77.1
+IP=$SERVER_IP
+[[ $ROLE == b ]] && IP=192.168.77.2
+# The daemons' peer channel (issue 38): each serves the other at port 7443.
+PEER_PORT=7443
+PEER_DIR=/etc/zfs-csi/peer
 POOL=tank
 WORK=/tmp/e2e-nomad
 DONE=$SHARE/results/scenarios-done
@@ -39,8 +44,7 @@ MANAGEMENT_TOKEN_FILE=/root/nomad-management.token
 source "$GUEST_DIR/lib.sh"
 
 step_network() {
-	local ip=192.168.77.1
-	[[ $ROLE == b ]] && ip=192.168.77.2
+	local ip=$IP
 	hostnamectl set-hostname "$NODE" 2>/dev/null || hostname "$NODE"
 	mkdir -p /etc/systemd/network
 	cat >/etc/systemd/network/10-peer.network <<NET
@@ -65,8 +69,22 @@ step_driver() {
 	# As README.md says: the parent dataset; the node ID is the host name.
 	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
 	set_option ZFS_CSI_LOG_LEVEL debug
+	peer_channel || return 1
 	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
 	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
+}
+
+# peer_channel configures the channel between the daemons with the
+# certificates host.sh made: this node's certificate and key, the CA, where
+# it listens and where the other node is.
+peer_channel() {
+	install -d -m 0700 "$PEER_DIR" &&
+		install -m 0600 "$NOMAD/peer/ca.pem" "$NOMAD/peer/$NODE.pem" "$NOMAD/peer/$NODE.key" "$PEER_DIR/" || return 1
+	set_option ZFS_CSI_PEER_CERT "$PEER_DIR/$NODE.pem"
+	set_option ZFS_CSI_PEER_KEY "$PEER_DIR/$NODE.key"
+	set_option ZFS_CSI_PEER_CA "$PEER_DIR/ca.pem"
+	set_option ZFS_CSI_PEER_LISTEN "$IP:$PEER_PORT"
+	set_option ZFS_CSI_PEERS "node-a=192.168.77.1:$PEER_PORT,node-b=192.168.77.2:$PEER_PORT"
 }
 
 step_agent() {
@@ -197,18 +215,27 @@ step_scenarios() {
 	local args=(-test.v -test.timeout 80m)
 	[[ -s $NOMAD/go-test-run ]] && args+=(-test.run "$(cat "$NOMAD/go-test-run")")
 	(cd "$WORK" && NOMAD_TOKEN="$(cat "$MANAGEMENT_TOKEN_FILE")" ZFS_CSI_E2E_NOMAD_SPECS="$NOMAD/specs" ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER=node-b \
-		ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" \
+		ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_PEER_RESULTS="$SHARE/results/b" \
 		"$NOMAD/nomad.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
 	go_test_summary "$RESULTS/scenarios.log"
 	return "$rc"
 }
 
-# b: publish this host's datasets for a's scenarios until they are done.
+# b: publish this host's datasets for a's scenarios until they are done,
+# with the properties they check and what its daemon logged: refusals of
+# another node's calls, and calls node-a forwarded over the peer channel.
 step_publish() {
-	local list=$RESULTS/zfs-list.txt
+	local list=$RESULTS/zfs-list.txt props=$RESULTS/zfs-props.txt counts=$RESULTS/driver-counts.txt n=0
 	while [[ ! -e $DONE ]]; do
 		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
+		zfs get -Hp -o name,property,value refquota,compression -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
+		# The journal is read every third second: under emulation it is slow.
+		((n++ % 3 == 0)) && journalctl -u zfs-csi -o cat --no-pager 2>/dev/null | awk '
+			/CSI client error \(retryable\)/ { refusals++ }
+			/"caller":"node-a"/ && /csi\.v1\./ { forwarded++ }
+			END { printf "refusals %d\nforwarded-from-node-a %d\n", refusals, forwarded }' >"$counts.tmp" &&
+			mv "$counts.tmp" "$counts"
 		sleep 1
 	done
 	STEP_NOTE="node-a's scenarios are done"

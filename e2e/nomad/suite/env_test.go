@@ -18,7 +18,10 @@ type env struct {
 	node    string // this host's node (and Nomad client) name
 	peer    string // the other client's
 	peerZFS string // where the peer publishes its `zfs list`
-	pool    string
+	// peerResults is where the peer publishes the rest (suite.sh's
+	// step_publish): its properties and counts from its daemon's log.
+	peerResults string
+	pool        string
 }
 
 func newEnv(t *testing.T) *env {
@@ -31,7 +34,7 @@ func newEnv(t *testing.T) *env {
 		return v
 	}
 	return &env{specs: get("ZFS_CSI_E2E_NOMAD_SPECS"), node: get("ZFS_CSI_E2E_NODE"), peer: get("ZFS_CSI_E2E_PEER"),
-		peerZFS: get("ZFS_CSI_E2E_PEER_ZFS"), pool: get("ZFS_CSI_E2E_POOL")}
+		peerZFS: get("ZFS_CSI_E2E_PEER_ZFS"), peerResults: get("ZFS_CSI_E2E_PEER_RESULTS"), pool: get("ZFS_CSI_E2E_POOL")}
 }
 
 // run runs a command and returns its combined output.

@@ -26,6 +26,7 @@ func TestNomad(t *testing.T) {
 		{"Plugin", testPlugin, true},
 		{"OnlyThePluginJob", testOnlyThePluginJob, false},
 		{"Routing", testRouting, false},
+		{"Forwarding", testForwarding, false},
 		{"Volumes", testVolumes, false},
 		{"SnapshotRestoreExpand", testSnapshotRestoreExpand, false},
 		{"Restart", testRestart, false},
