@@ -40,7 +40,7 @@ func sectionWork(number string, cfg config) int {
 	case "5":
 		return cfg.starts * 2 * 10
 	case "1":
-		return cfg.n*8*2*2 + 2*snapshotDepth // eight items, driver and bare, a command or two each; the deep volume's snapshots
+		return cfg.n*8*3*2 + 2*snapshotDepth // eight items, driver and one or two bare sides, a command or two each; the deep volume's snapshots
 	case "4":
 		return cfg.nodeN * 3 * 4
 	case "2":

@@ -18,16 +18,17 @@ import (
 // command's argv before exec'ing the real binary; the argv the driver ran
 // there become the templates of the bare commands (the same options, the
 // same properties, other dataset names), so "the same work" is the driver's
-// own command line, not a copy of it that could drift.
+// own command line, not a copy of it that could drift. The same goes for
+// its channel programs (programs.go).
 
 // tools are the real binaries, resolved once.
 type tools struct {
-	zfs, zpool, mount, umount string
+	zfs, zpool, mount string
 }
 
 func findTools() (tools, error) {
 	var t tools
-	for name, target := range map[string]*string{"zfs": &t.zfs, "zpool": &t.zpool, "mount": &t.mount, "umount": &t.umount} {
+	for name, target := range map[string]*string{"zfs": &t.zfs, "zpool": &t.zpool, "mount": &t.mount} {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			return t, err
@@ -54,11 +55,19 @@ func run(ctx context.Context, argv ...string) (time.Duration, []byte, error) {
 }
 
 // wrapperScript logs "<time>\t<tool>\t<args…>" in one write, then becomes
-// the real tool. Bash's $EPOCHREALTIME costs no extra process.
+// the real tool. Bash's $EPOCHREALTIME costs no extra process. A channel
+// program's script (zfs program reads it from stdin) is kept beside the
+// log as stdin-<time>, so that the bare side can run the same program.
 const wrapperScript = `#!/bin/bash
-line="$EPOCHREALTIME"$'\t'%s
+now="$EPOCHREALTIME"
+line="$now"$'\t'%s
 for arg in "$@"; do line+=$'\t'"$arg"; done
 printf '%%s\n' "$line" >>%s
+if [[ ${1:-} == program ]]; then
+	stdin=%s/stdin-"$now"
+	cat >"$stdin"
+	exec %s "$@" <"$stdin"
+fi
 exec %s "$@"
 `
 
@@ -75,7 +84,7 @@ func newCommandLog(dir string, t tools) (*commandLog, error) {
 	}
 	l := &commandLog{dir: dir, path: filepath.Join(dir, "commands.log")}
 	for name, real := range map[string]string{"zfs": t.zfs, "zpool": t.zpool} {
-		script := fmt.Sprintf(wrapperScript, name, strconv.Quote(l.path), strconv.Quote(real))
+		script := fmt.Sprintf(wrapperScript, name, strconv.Quote(l.path), strconv.Quote(dir), strconv.Quote(real), strconv.Quote(real))
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 			return nil, err
 		}
@@ -87,9 +96,10 @@ func (l *commandLog) pathEnv() string { return l.dir + ":" + os.Getenv("PATH") }
 
 // loggedCommand is one line of the log.
 type loggedCommand struct {
-	at   time.Time
-	tool string
-	args []string
+	at    time.Time
+	stamp string // the time as logged, which names a program's script
+	tool  string
+	args  []string
 }
 
 // name is "create", "list", … for zfs, "zpool list" for zpool, as the
@@ -127,7 +137,7 @@ func parseCommandLog(text string) ([]loggedCommand, error) {
 		if err != nil {
 			return nil, fmt.Errorf("command log line %q: %w", line, err)
 		}
-		commands = append(commands, loggedCommand{at: at, tool: fields[1], args: fields[2:]})
+		commands = append(commands, loggedCommand{at: at, stamp: fields[0], tool: fields[1], args: fields[2:]})
 	}
 	return commands, nil
 }

@@ -153,11 +153,12 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 			// program; its bare equivalent is the zfs snapshot the older
 			// path runs, with the snapshot's one property.
 			_ = c.capture("snapshot-list", "list", commands)
+			_, snapshotName, _ := strings.Cut(snapshot.GetSnapshotId(), ":")
 			if c.capture("snapshot", "snapshot", commands) != nil {
-				_, snapshotName, _ := strings.Cut(snapshot.GetSnapshotId(), ":")
 				c.b.templates["snapshot"] = template{"snapshot", "-o", c.b.props.SnapshotName + "=count-snap", snapshotName}
 			}
-			return nil
+			return c.captureProgram("snapshot", commands, map[string]string{"snapshot": snapshotName,
+				"dataset": datasetOfID(fs.GetVolumeId()), "name": "count-snap"})
 		},
 		func() error {
 			var group *csi.VolumeGroupSnapshot
@@ -223,17 +224,21 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 		},
 		func() error { return b.countNodeCalls(ctx, c, fs, "dataset", mountCapability("")) },
 		func() error { return b.countNodeCalls(ctx, c, ext4, "ext4 zvol", mountCapability("ext4")) },
-		func() error { return b.countDelete(ctx, c, "DeleteVolume of a clone", clone) },
+		func() error { return b.countDelete(ctx, c, "DeleteVolume of a clone", clone, "destroy-clone") },
 		func() error {
-			_, err := c.call(ctx, "DeleteSnapshot", func(ctx context.Context) error {
+			commands, err := c.call(ctx, "DeleteSnapshot", func(ctx context.Context) error {
 				_, err := c.d.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapshot.GetSnapshotId()})
 				return err
 			})
-			return err
+			if err != nil {
+				return err
+			}
+			_, snapshotName, _ := strings.Cut(snapshot.GetSnapshotId(), ":")
+			return c.captureProgram("destroy-snapshot", commands, map[string]string{"snapshot": snapshotName})
 		},
-		func() error { return b.countDelete(ctx, c, "DeleteVolume of a clone of a volume", copied) },
-		func() error { return b.countDelete(ctx, c, "DeleteVolume dataset", fs) },
-		func() error { return b.countDelete(ctx, c, "DeleteVolume zvol", zvol) },
+		func() error { return b.countDelete(ctx, c, "DeleteVolume of a clone of a volume", copied, "") },
+		func() error { return b.countDelete(ctx, c, "DeleteVolume dataset", fs, "destroy") },
+		func() error { return b.countDelete(ctx, c, "DeleteVolume zvol", zvol, "") },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -243,13 +248,21 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 	return nil
 }
 
-func (b *bench) countDelete(ctx context.Context, c *counter, label string, volume *csi.Volume) error {
-	_, err := c.call(ctx, label, func(ctx context.Context) error {
+// countDelete deletes a volume; program names the template its zfs program
+// becomes ("" for none).
+func (b *bench) countDelete(ctx context.Context, c *counter, label string, volume *csi.Volume, program string) error {
+	commands, err := c.call(ctx, label, func(ctx context.Context) error {
 		_, err := c.d.controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()})
 		return err
 	})
-	return err
+	if err != nil || program == "" {
+		return err
+	}
+	return c.captureProgram(program, commands, map[string]string{"dataset": datasetOfID(volume.GetVolumeId())})
 }
+
+// datasetOfID is the dataset of a volume ID of the bench's daemons.
+func datasetOfID(volumeID string) string { return strings.TrimPrefix(volumeID, nodeID+":") }
 
 // countNodeCalls stages and publishes a volume twice: the first stage of an
 // ext4 zvol formats it, the second is the usual case.

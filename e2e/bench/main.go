@@ -25,8 +25,22 @@
 //     RSS at 100, 1,000 and 10,000 volumes (-scale); runs alone with
 //     -sections 9.
 //
-// The bare side replays the argv the driver ran in section 6, with other
-// dataset names: the same options and properties, by construction.
+// Each row's bare side is the cheapest way to do the call's work on this
+// host, named in the row and in the table's header (bareSides):
+//
+//   - a zfs command the driver runs (create, clone, snapshot, list) is
+//     replayed from the argv section 6 captured, with other dataset names:
+//     the same options and properties (sections 1, 2, 3, 9);
+//   - where the driver runs a channel program (CreateSnapshot, DeleteSnapshot,
+//     DeleteVolume), two rows: against the plain command (zfs snapshot -o,
+//     zfs destroy), and against the same program with the same arguments
+//     run bare (programs.go); group snapshots (section 7) are compared with
+//     zfs snapshot only;
+//   - the node's mounts: the driver's three mount(2) calls made from the
+//     bench's own process (the target's measure), and the forked mount
+//     commands beside them (section 4);
+//   - work a call leaves running when it returns is waited for before the
+//     next side and shown in a row of its own (interleaveSides).
 package main
 
 import (
@@ -105,9 +119,10 @@ type bench struct {
 	cfg       config
 	tools     tools
 	props     driver.UserProps
-	templates map[string]template // argv the driver ran, by what they did (section 6)
-	counts    map[string]string   // commands per call, by call (section 6)
-	rows      map[string][]row    // by section
+	templates map[string]template        // argv the driver ran, by what they did (section 6)
+	programs  map[string]programTemplate // channel programs the driver ran, likewise
+	counts    map[string]string          // commands per call, by call (section 6)
+	rows      map[string][]row           // by section
 	notes     []string
 	timings   []string
 	version   string // the daemon's, from GetPluginInfo in section 6
@@ -131,7 +146,7 @@ func runBench(cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, tools: t, props: driver.NewUserProps(driverName), templates: map[string]template{},
+	b := &bench{cfg: cfg, tools: t, props: driver.NewUserProps(driverName), templates: map[string]template{}, programs: map[string]programTemplate{},
 		counts: map[string]string{}, rows: map[string][]row{}}
 	ctx := context.Background()
 	b.started = time.Now()
@@ -214,26 +229,34 @@ func (b *bench) daemonConfig(name string) daemonConfig {
 // command, or the other way round on odd rounds. After the driver's call
 // it waits until the daemon (if any) runs no command in the background.
 func interleave(i int, d *daemon, driverSide, bareSide func() (time.Duration, error), drv, bare *samples) error {
-	sides := []func() error{
-		func() error {
-			took, err := driverSide()
-			*drv = append(*drv, took)
-			if d != nil {
-				d.quiesce()
+	return interleaveSides(i, d, []side{{driverSide, drv, true}, {bareSide, bare, false}}, nil)
+}
+
+// side is one side of a comparison: what it runs, where its times go, and
+// whether it is the driver's (whose background work is waited for).
+type side struct {
+	run    func() (time.Duration, error)
+	into   *samples
+	driver bool
+}
+
+// interleaveSides runs round i of a comparison of several sides, starting
+// with side i mod len(sides) so that each goes first as often as the others.
+// After the driver's side it waits until the daemon runs no command; when
+// it had to wait, background (if not nil) gets how long: work the call left
+// running, shown in a row of its own (backgroundRow).
+func interleaveSides(i int, d *daemon, sides []side, background *samples) error {
+	for k := range sides {
+		s := sides[(i+k)%len(sides)]
+		took, err := s.run()
+		*s.into = append(*s.into, took)
+		if s.driver && d != nil {
+			start := time.Now()
+			if d.quiesce() && background != nil {
+				*background = append(*background, time.Since(start))
 			}
-			return err
-		},
-		func() error {
-			took, err := bareSide()
-			*bare = append(*bare, took)
-			return err
-		},
-	}
-	if i%2 == 1 {
-		sides[0], sides[1] = sides[1], sides[0]
-	}
-	for _, side := range sides {
-		if err := side(); err != nil {
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -266,8 +289,8 @@ func (b *bench) table() string {
 		fmt.Sprintf("sequential n=%d (driver and bare interleaved), node rounds %d, %d clients × %d volumes, listing %d volumes (page %d, %d rounds), %d starts",
 			b.cfg.n, b.cfg.nodeN, b.cfg.clients, b.cfg.concurrent, b.cfg.listed, b.cfg.pageSize, b.cfg.listRepeats, b.cfg.starts),
 		"ratio = driver p50 / bare p50 (throughput rows: bare ops/s / driver ops/s, so > 1 means the driver is slower)",
-		"",
 	}
+	title = append(append(title, bareSides...), "")
 	var rows []row
 	for _, section := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"} {
 		rows = append(rows, b.rows[section]...)
@@ -275,6 +298,14 @@ func (b *bench) table() string {
 	notes := append([]string{}, b.notes...)
 	notes = append(notes, fmt.Sprintf("time: %s; total %.0fs", strings.Join(b.timings, ", "), time.Since(b.started).Seconds()))
 	return render(title, rows, notes)
+}
+
+// bareSides is the table's header on what each bare side is.
+var bareSides = []string{
+	"bare sides: zfs commands are the driver's own argv (captured in section 6) on other datasets; where the driver runs a",
+	"  zfs program (CreateSnapshot, DeleteSnapshot, DeleteVolume) a second row runs the same program bare; node mounts are the",
+	"  driver's three mount(2) calls from the bench's own process (and, in a second row, the forked mount commands); listings",
+	"  and passes are the replay of the zfs commands the daemon logged; work a call leaves running has a row of its own",
 }
 
 // loopbackUp brings lo up: the guest's init leaves it down, and a daemon

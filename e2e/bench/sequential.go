@@ -25,6 +25,19 @@ type item struct {
 	// as the daemon logged it) against the same bare commands, which
 	// splits the call's cost into the program's and the daemon's.
 	program string
+	// bareProgram, when set, runs the zfs program the driver ran for the
+	// call on the bare side's objects (programs.go) and returns its time
+	// (set-up it needs is not timed): a third side, and a row of its own.
+	bareProgram func(ctx context.Context, i int) (time.Duration, error)
+	// prototype, when set, is a design option measured beside the others
+	// (issue 37 item 2): a fourth side and a row of its own.
+	prototype *prototype
+}
+
+// prototype is a side that runs a design option bare.
+type prototype struct {
+	what string
+	run  func(ctx context.Context, i int) (time.Duration, error)
 }
 
 // sequential is section 1, on a daemon of its own (parent <pool>/bench/seq;
@@ -67,17 +80,48 @@ func (b *bench) sequential(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The program side's objects: a second snapshot of each bare dataset
+	// (and a clone of it), a dataset of its own to destroy.
+	programSnapshot := func(i int) string { return bareDataset("fs", i) + "@prog" }
+	minimal := func(values func(i int) map[string]string) *prototype {
+		t, ok := b.programs["snapshot"]
+		if !ok {
+			return nil
+		}
+		return &prototype{"the minimal snapshot program (snapshot + properties, nothing read) run bare",
+			func(ctx context.Context, i int) (time.Duration, error) {
+				took, err := b.runProgram(ctx, t.as(values(i)).minimal())
+				if err == nil { // untimed: the bare dataset's deletion must find it gone
+					err = b.zfs(ctx, []string{"destroy", values(i)["snapshot"]})
+				}
+				return took, err
+			}}
+	}
+	program := func(name string, values func(i int) map[string]string, setUp func(ctx context.Context, i int) error) func(ctx context.Context, i int) (time.Duration, error) {
+		t, ok := b.programs[name]
+		if _, made := b.programs["snapshot"]; !ok || name != "destroy" && !made {
+			return nil // the program sides of the deletions take the snapshots its side made
+		}
+		return func(ctx context.Context, i int) (time.Duration, error) {
+			if setUp != nil {
+				if err := setUp(ctx, i); err != nil {
+					return 0, err
+				}
+			}
+			return b.runProgram(ctx, t.as(values(i)))
+		}
+	}
 	items := []item{
 		{"CreateVolume dataset 1GiB +3 props vs zfs create", "CreateVolume dataset",
 			func(ctx context.Context, i int) (err error) {
 				datasets[i], err = createVolume(ctx, d, volumeRequest(fmt.Sprintf("seq-fs-%d", i), mountCapability(""), false))
 				return err
-			}, bareCreate("create-fs", "fs"), ""},
+			}, bareCreate("create-fs", "fs"), "", nil, nil},
 		{"CreateVolume zvol 1GiB +3 props vs zfs create -V", "CreateVolume zvol",
 			func(ctx context.Context, i int) error {
 				_, err := createVolume(ctx, d, volumeRequest(fmt.Sprintf("seq-zvol-%d", i), blockCapability(), false))
 				return err
-			}, bareCreate("create-zvol", "zvol"), ""},
+			}, bareCreate("create-zvol", "zvol"), "", nil, nil},
 		{"CreateSnapshot vs zfs snapshot", "CreateSnapshot",
 			func(ctx context.Context, i int) error {
 				response, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-snap-%d", i),
@@ -87,7 +131,13 @@ func (b *bench) sequential(ctx context.Context) error {
 			},
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-snap-%d", i)}, bareSnapshot(i)))
-			}, "seq-snap-"},
+			}, "seq-snap-",
+			program("snapshot", func(i int) map[string]string {
+				return map[string]string{"snapshot": programSnapshot(i), "dataset": bareDataset("fs", i), "name": fmt.Sprintf("bare-psnap-%d", i)}
+			}, nil),
+			minimal(func(i int) map[string]string {
+				return map[string]string{"snapshot": bareDataset("fs", i) + "@min", "dataset": bareDataset("fs", i), "name": fmt.Sprintf("bare-msnap-%d", i)}
+			})},
 		{fmt.Sprintf("CreateSnapshot, %d+ snapshots on the volume, vs zfs snapshot", snapshotDepth), "CreateSnapshot",
 			func(ctx context.Context, i int) error {
 				_, err := d.controller.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: fmt.Sprintf("seq-deep-new-%d", i),
@@ -97,7 +147,13 @@ func (b *bench) sequential(ctx context.Context) error {
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["snapshot"].with(map[string]string{snapshotName: fmt.Sprintf("bare-deep-new-%d", i)},
 					fmt.Sprintf("%s@new-%d", bareDeep, i)))
-			}, "seq-deep-new-"},
+			}, "seq-deep-new-",
+			program("snapshot", func(i int) map[string]string {
+				return map[string]string{"snapshot": fmt.Sprintf("%s@pnew-%d", bareDeep, i), "dataset": bareDeep, "name": fmt.Sprintf("bare-pdeep-new-%d", i)}
+			}, nil),
+			minimal(func(i int) map[string]string {
+				return map[string]string{"snapshot": fmt.Sprintf("%s@mnew-%d", bareDeep, i), "dataset": bareDeep, "name": fmt.Sprintf("bare-mdeep-new-%d", i)}
+			})},
 		{"CreateVolume from snapshot vs zfs clone", "CreateVolume from snapshot",
 			func(ctx context.Context, i int) (err error) {
 				clones[i], err = createVolume(ctx, d, fromSnapshot(fmt.Sprintf("seq-clone-%d", i), snapshots[i].GetSnapshotId()))
@@ -106,29 +162,53 @@ func (b *bench) sequential(ctx context.Context) error {
 			func(ctx context.Context, i int) error {
 				return b.zfs(ctx, b.templates["clone"].with(map[string]string{csiName: fmt.Sprintf("bare-clone-%d", i)},
 					bareSnapshot(i), bareDataset("clone", i)))
-			}, ""},
+			}, "", nil, nil},
 		{"DeleteVolume of a clone vs zfs destroy", "DeleteVolume of a clone",
-			deleteVolume(clones), bareDestroy(func(i int) string { return bareDataset("clone", i) }), ""},
+			deleteVolume(clones), bareDestroy(func(i int) string { return bareDataset("clone", i) }), "",
+			program("destroy-clone", func(i int) map[string]string { return map[string]string{"dataset": bareDataset("pclone", i)} },
+				func(ctx context.Context, i int) error {
+					return b.zfs(ctx, b.templates["clone"].with(map[string]string{csiName: fmt.Sprintf("bare-pclone-%d", i)},
+						programSnapshot(i), bareDataset("pclone", i)))
+				}), nil},
 		{"DeleteSnapshot vs zfs destroy", "DeleteSnapshot",
 			func(ctx context.Context, i int) error {
 				_, err := d.controller.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapshots[i].GetSnapshotId()})
 				return err
-			}, bareDestroy(bareSnapshot), ""},
+			}, bareDestroy(bareSnapshot), "",
+			program("destroy-snapshot", func(i int) map[string]string { return map[string]string{"snapshot": programSnapshot(i)} }, nil), nil},
 		{"DeleteVolume dataset vs zfs destroy", "DeleteVolume dataset",
-			deleteVolume(datasets), bareDestroy(func(i int) string { return bareDataset("fs", i) }), ""},
+			deleteVolume(datasets), bareDestroy(func(i int) string { return bareDataset("fs", i) }), "",
+			program("destroy", func(i int) map[string]string { return map[string]string{"dataset": bareDataset("pfs", i)} },
+				bareCreate("create-fs", "pfs")), nil},
 	}
 	var walls []string
 	for _, it := range items {
-		var drv, bare samples
+		var drv, bare, bareProgram, prototyped, background samples
 		itemStart := time.Now()
 		for i := range n {
-			err := interleave(i, d,
-				func() (time.Duration, error) {
+			sides := []side{
+				{func() (time.Duration, error) {
 					return timed(ctx, func(ctx context.Context) error { return it.driver(ctx, i) })
-				},
-				func() (time.Duration, error) {
+				}, &drv, true},
+				{func() (time.Duration, error) {
 					return timed(ctx, func(ctx context.Context) error { return it.bare(ctx, i) })
-				}, &drv, &bare)
+				}, &bare, false},
+			}
+			if it.bareProgram != nil {
+				sides = append(sides, side{func() (time.Duration, error) {
+					callCtx, cancel := context.WithTimeout(ctx, callLimit)
+					defer cancel()
+					return it.bareProgram(callCtx, i)
+				}, &bareProgram, false})
+			}
+			if it.prototype != nil {
+				sides = append(sides, side{func() (time.Duration, error) {
+					callCtx, cancel := context.WithTimeout(ctx, callLimit)
+					defer cancel()
+					return it.prototype.run(callCtx, i)
+				}, &prototyped, false})
+			}
+			err := interleaveSides(i, d, sides, &background)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", it.what, i, err)
 			}
@@ -139,6 +219,17 @@ func (b *bench) sequential(ctx context.Context) error {
 		r := compare("1", it.what, drv, bare, 1.10)
 		r.commands = b.counts[it.count]
 		b.rows["1"] = append(b.rows["1"], r)
+		if it.bareProgram != nil {
+			call, _, _ := strings.Cut(it.what, " vs ")
+			b.rows["1"] = append(b.rows["1"], compare("1", call+" vs the same zfs program run bare", drv, bareProgram, 1.10))
+		}
+		if it.prototype != nil {
+			call, _, _ := strings.Cut(it.what, " vs ")
+			b.rows["1"] = append(b.rows["1"], compare("1", call+" vs prototype: "+it.prototype.what, drv, prototyped, 1.10))
+		}
+		if len(background) > 0 {
+			b.rows["1"] = append(b.rows["1"], backgroundRow("1", it.what, background, n))
+		}
 		if it.program != "" {
 			programs, err := programDurations(logPath, it.program)
 			if err != nil {

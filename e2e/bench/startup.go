@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -102,4 +103,12 @@ func memoryRow(section, what string, values []uint64, limit uint64) row {
 		}
 	}
 	return r
+}
+
+// backgroundRow shows the work a call left running after it returned (the
+// daemon's zfs commands the bench waited for before the next side): how
+// long, in the rounds that had any.
+func backgroundRow(section, what string, background samples, rounds int) row {
+	call, _, _ := strings.Cut(what, " vs ")
+	return durationRow(section, fmt.Sprintf("%s: background work after it returned (%d of %d rounds)", call, len(background), rounds), background)
 }
