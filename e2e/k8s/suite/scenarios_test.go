@@ -45,6 +45,7 @@ func TestCluster(t *testing.T) {
 		{"Encryption", testEncryption, false},
 		{"Scheduling", testScheduling, false},
 		{"Health", testHealth, false},
+		{"Forwarding", testForwarding, false},
 		{"Chart", testChart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
