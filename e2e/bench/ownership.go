@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -76,6 +79,10 @@ func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds
 			took := time.Since(start)
 			if err == nil && !bytes.Contains(out, []byte(b.props.Managed)) {
 				err = fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: no %s in its %d bytes", dataset, b.props.Managed, len(out))
+			}
+			if err == nil && i == 0 && b.cfg.out != "" {
+				// What ZFS answered, for a decoder's tests.
+				err = os.WriteFile(filepath.Join(filepath.Dir(b.cfg.out), "objset-stats-"+strings.ReplaceAll(kind, " ", "-")+".bin"), out, 0o644)
 			}
 			return took, err
 		}, &exec, &ioctl)
