@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/zfs"
@@ -36,8 +37,11 @@ const OtherNodeMarker = "CSI client error (retryable)"
 
 // RefusedForOtherNode reports whether a call's error is such a refusal: the
 // driver working as designed, not failing (the metrics count these apart).
+// A call Forward could not take to its node carries the phrase too, so that
+// Nomad tries the next instance, but it is UNAVAILABLE and a failure: a
+// peer that cannot be reached is counted as one.
 func RefusedForOtherNode(err error) bool {
-	return err != nil && strings.Contains(status.Convert(err).Message(), OtherNodeMarker)
+	return err != nil && status.Code(err) != codes.Unavailable && strings.Contains(status.Convert(err).Message(), OtherNodeMarker)
 }
 
 // VolumeDataset resolves a volume ID of this node to its dataset. The error
