@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -414,6 +415,43 @@ func TestChartVersionIsTheReleaseVersion(t *testing.T) {
 		}
 		if meta.Version != want || meta.AppVersion != want || filepath.Base(packaged[0]) != "zfs-csi-"+want+".tgz" {
 			t.Errorf("make chart %v: %s, version %q, appVersion %q; want the package version %q", build, filepath.Base(packaged[0]), meta.Version, meta.AppVersion, want)
+		}
+	}
+}
+
+// encryption.keySecrets: one Role per namespace of the Secrets, naming only
+// them, bound to the sidecars' ServiceAccount of the release's namespace.
+func TestChartLetsTheSidecarsReadOnlyTheKeySecretsNamed(t *testing.T) {
+	rendered := render(t, "--namespace", "storage",
+		"--set", "encryption.keySecrets[0].name=key-a",
+		"--set", "encryption.keySecrets[1].name=key-b", "--set", "encryption.keySecrets[1].namespace=vault",
+		"--set", "encryption.keySecrets[2].name=key-c")
+	roles := map[string][]string{}
+	for _, o := range rendered {
+		switch {
+		case o.kind() == "Role" && o.name() == "zfs-csi-encryption-keys":
+			rule := get(o.doc, "rules", 0)
+			if !reflect.DeepEqual(texts(rule, "resources"), []string{"secrets"}) || !reflect.DeepEqual(texts(rule, "verbs"), []string{"get"}) ||
+				len(list(o.doc, "rules")) != 1 {
+				t.Errorf("Role in %s grants %v", str(o.doc, "metadata", "namespace"), get(o.doc, "rules"))
+			}
+			roles[str(o.doc, "metadata", "namespace")] = texts(rule, "resourceNames")
+		case o.kind() == "RoleBinding" && o.name() == "zfs-csi-encryption-keys":
+			if str(o.doc, "subjects", 0, "name") != "zfs-csi-sidecars" || str(o.doc, "subjects", 0, "namespace") != "storage" {
+				t.Errorf("RoleBinding in %s binds %v", str(o.doc, "metadata", "namespace"), get(o.doc, "subjects"))
+			}
+		case o.kind() == "ClusterRole":
+			if strings.Contains(fmt.Sprint(o.doc["rules"]), "secrets") {
+				t.Errorf("ClusterRole %s names secrets: keys must be readable only where named", o.name())
+			}
+		}
+	}
+	if want := map[string][]string{"storage": {"key-a", "key-c"}, "vault": {"key-b"}}; !reflect.DeepEqual(roles, want) {
+		t.Errorf("Roles by namespace %v, want %v", roles, want)
+	}
+	for _, o := range render(t, "--namespace", "storage") {
+		if o.name() == "zfs-csi-encryption-keys" {
+			t.Errorf("without keySecrets the chart renders %s", o)
 		}
 	}
 }
