@@ -38,6 +38,8 @@ type Server struct {
 	snapshots snapshotIndex
 	sources   sourceIndex
 	copies    copyJobs
+	// transfers pulls other nodes' snapshots (remote.go); nil: off.
+	transfers driver.Transfers
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
 	// snapshot (no zfs.sync.set_prop): CreateSnapshot lists and snapshots
 	// from then on.

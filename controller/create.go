@@ -23,6 +23,9 @@ type volumePlan struct {
 	params   createParams
 	sourceID string // content source (snapshot or volume ID), "" for none
 	fromSnap bool
+	// remote: the source is another node's snapshot, pulled over the peer
+	// channel (remote.go).
+	remote bool
 	// keyFormat and key encrypt a new volume (params.encryption, the key
 	// from the secrets); they never reach a log, an error or an argv.
 	keyFormat string
@@ -32,7 +35,7 @@ type volumePlan struct {
 // checkSourcePlace refuses a content source by what its ID says, before
 // anything runs: a source on another node cannot be cloned here, and a clone
 // cannot cross pools (a copy can).
-func (s *Server) checkSourcePlace(plan volumePlan) error {
+func (s *Server) checkSourcePlace(plan *volumePlan) error {
 	var nodeID, dataset string
 	var err error
 	if plan.fromSnap {
@@ -43,6 +46,8 @@ func (s *Server) checkSourcePlace(plan volumePlan) error {
 	switch {
 	case err != nil:
 		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", driver.Bounded(plan.sourceID), err)
+	case nodeID != s.cfg.NodeID && plan.fromSnap && s.transfers != nil:
+		plan.remote = true // pulled from its node (remote.go); a pull crosses pools
 	case nodeID != s.cfg.NodeID:
 		// NOT_FOUND would be final; this is the spec's "cannot be
 		// provisioned in this topology": the CO places the volume elsewhere.
@@ -142,7 +147,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	defer locks.done()
 
 	var src *source
-	if plan.sourceID != "" {
+	if plan.sourceID != "" && !plan.remote {
 		if src, err = s.resolveSource(ctx, plan); err != nil {
 			return nil, err
 		}
@@ -151,16 +156,19 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
-	if copied || plan.params.copySource {
+	if copied || plan.params.copySource || plan.remote {
 		// A copy costs a send of the whole source: look for the volume an
 		// earlier call copied first (one zfs list; the retries of a long
 		// copy are the common case, not the exception).
-		existing, _, err := s.findByName(ctx, plan)
-		if err == nil && existing != nil {
+		existing, free, err := s.findByName(ctx, plan)
+		if err == nil && existing != nil && !plan.remote {
 			*existing, err = s.completeCopy(ctx, plan, src, *existing, size)
 		}
 		if err != nil || existing != nil {
 			return s.existingVolume(plan, existing, err)
+		}
+		if plan.remote {
+			return s.pullVolume(ctx, plan, locks, free)
 		}
 	}
 	if len(s.cfg.ParentDatasets) > 1 {
@@ -244,7 +252,7 @@ func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 		return plan, invalid("%s cannot be given for a volume made from a snapshot or volume: it keeps its source's", ParamVolBlockSize)
 	}
 	if plan.sourceID != "" {
-		return plan, s.checkSourcePlace(plan)
+		return plan, s.checkSourcePlace(&plan)
 	}
 	return plan, nil
 }

@@ -36,6 +36,9 @@ var zfsCodes = []struct {
 	// A bug of ours, never the caller's input.
 	{zfs.ErrProgram, codes.Internal},
 	{zfs.ErrStream, codes.Internal},
+	// A sending daemon refused a stream its caller asked for (a resume
+	// token of another snapshot, a send that would not be raw).
+	{zfs.ErrRefusedStream, codes.PermissionDenied},
 	// The secrets the caller gave do not open the volume: its argument is wrong.
 	{zfs.ErrKeyRejected, codes.InvalidArgument},
 	// The key's state on the host is not what the call needs (the encryption

@@ -38,6 +38,7 @@ var wantCodes = map[string]struct {
 	"ErrIO":                {zfs.ErrIO, codes.Unavailable},
 	"ErrProgram":           {zfs.ErrProgram, codes.Internal},
 	"ErrStream":            {zfs.ErrStream, codes.Internal},
+	"ErrRefusedStream":     {zfs.ErrRefusedStream, codes.PermissionDenied},
 	"ErrKeyRejected":       {zfs.ErrKeyRejected, codes.InvalidArgument},
 	"ErrKeyLoaded":         {zfs.ErrKeyLoaded, codes.FailedPrecondition},
 	"ErrNotEncryptionRoot": {zfs.ErrNotEncryptionRoot, codes.FailedPrecondition},

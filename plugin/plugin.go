@@ -28,6 +28,8 @@ type Plugin struct {
 	// Peers dials other nodes' daemons; nil until ConnectPeers configures
 	// the channel.
 	Peers *peer.Client
+	cfg   driver.Config
+	zfs   zfs.Interface
 }
 
 // New wires the services over z and the host mounter reaches. Identity's
@@ -38,7 +40,7 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 		return nil, err
 	}
 	ready := func(ctx context.Context) error { return inventory.CheckParents(ctx, z, cfg) }
-	return &Plugin{Controller: controllerService, Services: driver.Services{
+	return &Plugin{Controller: controllerService, cfg: cfg, zfs: z, Services: driver.Services{
 		Identity:         driver.NewIdentity(cfg, log, ready, true),
 		Controller:       controllerService,
 		GroupController:  controllerService.Group(),
@@ -49,8 +51,9 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 
 // ConnectPeers opens the channel between daemons when cfg configures it
 // (decision 14; off otherwise, and then it returns nil and changes
-// nothing). The files are checked at once, so a daemon with a broken
-// configuration stops at start. The returned server, listening already
+// nothing). The controller pulls other nodes' snapshots through it; the
+// server sends this node's (peer.Transfer). The files are checked at
+// once, so a daemon with a broken configuration stops at start. The returned server, listening already
 // when cfg.Listen is set (nil when not), is where services for peers are
 // registered; the caller serves and stops it.
 func (p *Plugin) ConnectPeers(cfg peer.Config, log zerolog.Logger) (*peer.Server, error) {
@@ -61,10 +64,12 @@ func (p *Plugin) ConnectPeers(cfg peer.Config, log zerolog.Logger) (*peer.Server
 		return nil, err
 	}
 	p.Peers = peer.NewClient(cfg)
+	p.Controller.UseTransfers(p.Peers)
 	if cfg.Listen == "" {
 		return nil, nil
 	}
 	server := peer.NewServer(cfg, log)
+	peer.NewTransfer(p.cfg, p.zfs, cfg.MaxStreams).Register(server)
 	if err := server.Listen(); err != nil {
 		return nil, err
 	}

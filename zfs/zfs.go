@@ -10,6 +10,7 @@ package zfs
 import (
 	"context"
 	"errors"
+	"io"
 	"sync/atomic"
 	"time"
 )
@@ -180,6 +181,18 @@ type Interface interface {
 	// or of what changed since the earlier snapshot from, as the records of
 	// a zfs send stream name them (send.go).
 	VolumeRanges(ctx context.Context, snapshot, from string, fn func(StreamRange) error) error
+	// Send writes `zfs send` of snapshot to w (transfer.go), checked by
+	// opts.Check before a byte leaves.
+	Send(ctx context.Context, snapshot string, opts SendOptions, w io.Writer) error
+	// Receive reads a stream from r into name with a resumable `zfs
+	// receive -s -u`: cut short, name keeps what arrived and a resume token.
+	Receive(ctx context.Context, name string, opts ReceiveOptions, r io.Reader) error
+	// ResumeToken is the receive_resume_token of name ("" for none).
+	ResumeToken(ctx context.Context, name string) (string, error)
+	// AbortReceive drops the partial state of a receive cut short.
+	AbortReceive(ctx context.Context, name string) error
+	// Rename renames a filesystem or volume within its pool.
+	Rename(ctx context.Context, from, to string) error
 	// PoolStatus reports a pool's vdev errors and data errors.
 	PoolStatus(ctx context.Context, name string) (PoolStatus, error)
 	// Guarded changes check ownership and make the change in one command.

@@ -52,6 +52,9 @@ type fakeDataset struct {
 	keyLoaded      bool                 // encryption roots only
 	encryptionRoot string               // "" when not encrypted; fixed when made
 	blocks         map[uint64]fakeBlock // volumes and their snapshots (fake_data.go)
+	guid           uint64               // snapshots: fixed when made, kept by a receive (fake_transfer.go)
+	partial        *fakePartial         // a resumable receive cut short (fake_transfer.go)
+	inconsistent   bool                 // made by a receive still partial: no data to read yet
 }
 
 // NewFake returns a Fake holding the given pools (name → size in bytes), each

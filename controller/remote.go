@@ -1,0 +1,228 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// Volumes made from another node's snapshot (issue 38, decision 14). When
+// transfers are configured the snapshot is pulled over the peer channel: a
+// resumable `zfs receive -s` into a hidden dataset, fed by the snapshot
+// node's `zfs send`, which becomes the volume by one `zfs rename` only when
+// it is whole. The hidden dataset lives in a container below the parent
+// (IncomingContainer), one level deeper than any volume: nothing that lists
+// volumes or snapshots sees it, so no partial volume is ever visible. A
+// pull runs apart from its call, as a local copy does (copyJobs): the call
+// answers ABORTED with how much has arrived, and a retry waits for it. A
+// pull cut short (a dropped connection, either daemon killed) resumes from
+// the hidden dataset's receive_resume_token.
+
+// IncomingContainer is the child of a parent dataset that holds pulls under
+// way. Its name begins with '_', which no volume's component does
+// (driver.Namer starts every component with a letter or digit).
+const IncomingContainer = "_incoming"
+
+// pullAttempts bounds how often one pull reconnects after its stream broke
+// before the job gives up (a retry of the call starts another, resuming).
+const pullAttempts = 5
+
+// pullBackoff is the wait before reconnecting.
+var pullBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second}
+
+// UseTransfers lets CreateVolume pull other nodes' snapshots through t.
+// Without it (nil) a source on another node is RESOURCE_EXHAUSTED, as the
+// CO expects of a volume that cannot be made in this topology. Call before
+// serving.
+func (s *Server) UseTransfers(t driver.Transfers) { s.transfers = t }
+
+// incomingDataset is where the pull of a volume's dataset is received.
+func incomingDataset(dataset string) string {
+	slash := strings.LastIndexByte(dataset, '/')
+	return dataset[:slash] + "/" + IncomingContainer + "/" + dataset[slash+1:]
+}
+
+// pullVolume makes generation's dataset of plan from another node's
+// snapshot, apart from the call, which waits for it as long as it can.
+func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLocks, generation int) (*csi.CreateVolumeResponse, error) {
+	if generation == 0 {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
+	}
+	dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, generation)
+	var made zfs.Dataset
+	job := s.copies.start(plan.name, plan.sourceID, dataset, func(ctx context.Context, received *atomic.Uint64) error {
+		row, err := s.pull(ctx, plan, dataset, received)
+		made = row
+		return err
+	})
+	handedOver, err := job.await(ctx, locks.release)
+	if handedOver {
+		locks.take()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &csi.CreateVolumeResponse{Volume: s.csiVolume(made)}, nil
+}
+
+// pull receives the source snapshot into the hidden dataset, resuming what
+// an earlier pull left, and makes it the volume.
+func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, received *atomic.Uint64) (zfs.Dataset, error) {
+	incoming := incomingDataset(dataset)
+	container := incoming[:strings.LastIndexByte(incoming, '/')]
+	err := s.zfs.Create(ctx, container, zfs.CreateOptions{Properties: map[string]string{"mountpoint": "none", "canmount": "off"}})
+	if err != nil && !errors.Is(err, zfs.ErrExists) {
+		return zfs.Dataset{}, err
+	}
+	size, err := plannedSize(plan, nil)
+	if err != nil {
+		return zfs.Dataset{}, err
+	}
+	properties := s.volumeProperties(plan, size, true)
+	// The size is set when the source's is known (finishPull): a quota
+	// smaller than the data would stop the receive.
+	delete(properties, "refquota")
+	delete(properties, "refreservation")
+	for attempt := 0; ; attempt++ {
+		done, err := s.receiveOnce(ctx, plan, incoming, properties, received)
+		if done || err == nil {
+			break
+		}
+		if !retryable(err) || attempt+1 >= pullAttempts || ctx.Err() != nil {
+			return zfs.Dataset{}, err
+		}
+		s.log.Warn().Err(err).Str("dataset", incoming).Str("source", plan.sourceID).Msg("pull broke off; resuming")
+		select {
+		case <-time.After(pullBackoff[min(attempt, len(pullBackoff)-1)]):
+		case <-ctx.Done():
+			return zfs.Dataset{}, ctx.Err()
+		}
+	}
+	return s.finishPull(ctx, plan, incoming, dataset, size)
+}
+
+// receiveOnce runs one stream into incoming: from its resume token when an
+// earlier one was cut short. done says incoming was already whole.
+func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, incoming string, properties map[string]string, received *atomic.Uint64) (done bool, err error) {
+	token, err := s.zfs.ResumeToken(ctx, incoming)
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
+		token = ""
+	case err != nil:
+		return false, err
+	case token == "":
+		return true, nil // received whole by an earlier pull that ended before its rename
+	}
+	stream, err := s.transfers.Open(ctx, driver.TransferRequest{SnapshotID: plan.sourceID, ResumeToken: token})
+	if err != nil {
+		if code := status.Code(err); code == codes.NotFound || code == codes.PermissionDenied {
+			// The source is gone (or refuses this token): nothing can
+			// complete what arrived. Leave nothing behind.
+			s.dropIncoming(ctx, incoming, token != "")
+		}
+		return false, err
+	}
+	defer stream.Close()
+	opts := zfs.ReceiveOptions{Received: received}
+	if token == "" {
+		opts.Properties = properties // a resumed receive keeps the first one's
+	}
+	return false, s.zfs.Receive(ctx, incoming, opts, stream)
+}
+
+// dropIncoming removes what a pull received.
+func (s *Server) dropIncoming(ctx context.Context, incoming string, partial bool) {
+	ctx = context.WithoutCancel(ctx)
+	if partial {
+		if err := s.zfs.AbortReceive(ctx, incoming); err == nil || errors.Is(err, zfs.ErrNotFound) {
+			return
+		}
+	}
+	s.destroyQuietly(ctx, incoming, zfs.DestroyOptions{Recursive: true})
+}
+
+// retryable: errors after which a reconnect may succeed (the stream broke,
+// the peer was busy or away). What the peer refused is final.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated, codes.AlreadyExists:
+		return false
+	}
+	var failed *zfs.CommandError
+	if errors.As(err, &failed) && failed.Kind != nil {
+		return false // zfs said what is wrong with the target: another try says it again
+	}
+	return true
+}
+
+// finishPull checks what arrived against the request, sizes it, and makes
+// it the volume: one rename, the step that makes it visible. The received
+// snapshot goes last (a crash before leaves a harmless snapshot of the
+// volume; never a volume without its size).
+func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, dataset string, size uint64) (zfs.Dataset, error) {
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming}, Depth: 1, Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot},
+		UserProps: s.props.All(), Crypto: true})
+	if err != nil {
+		return zfs.Dataset{}, err
+	}
+	row, snapshot := rows[0], ""
+	for _, r := range rows[1:] {
+		snapshot = r.Name
+	}
+	if problem := pulledProblem(plan, row); problem != "" {
+		s.dropIncoming(ctx, incoming, false)
+		return zfs.Dataset{}, status.Errorf(codes.InvalidArgument, "the content source %q %s", driver.Bounded(plan.sourceID), problem)
+	}
+	has := max(row.Referenced, row.VolSize)
+	if size < has {
+		size = has // the source's data is the least a volume made from it holds
+	}
+	grow := sourceGrowth(plan, row.VolSize, size)
+	if !plan.zvol {
+		grow["refquota"] = bytesString(size)
+		if !plan.params.thin {
+			grow["refreservation"] = bytesString(size)
+		}
+	}
+	if row.KeyStatus != "" {
+		grow["keylocation"] = "prompt" // the node loads the volume's key from its secrets
+	}
+	if err := s.zfs.Set(ctx, incoming, grow); err != nil {
+		return zfs.Dataset{}, err
+	}
+	if err := s.zfs.Rename(ctx, incoming, dataset); err != nil {
+		return zfs.Dataset{}, err
+	}
+	if snapshot != "" {
+		s.destroyQuietly(ctx, dataset+snapshot[strings.IndexByte(snapshot, '@'):], zfs.DestroyOptions{})
+	}
+	row.Name = dataset
+	if plan.zvol {
+		row.VolSize = max(row.VolSize, size)
+	} else {
+		row.RefQuota = size
+	}
+	return row, nil
+}
+
+// pulledProblem says why what arrived cannot be the volume asked for.
+func pulledProblem(plan volumePlan, row zfs.Dataset) string {
+	switch {
+	case (row.Type == zfs.Volume) != plan.zvol:
+		return fmt.Sprintf("is %s, the request asks for %s", describe(row.Type == zfs.Volume, ""), describe(plan.zvol, plan.fsType))
+	case plan.params.encryption != "" && row.KeyStatus == "":
+		return fmt.Sprintf("is not encrypted, and parameter %s=%s asks for an encrypted volume", ParamEncryption, plan.params.encryption)
+	}
+	return ""
+}
