@@ -102,6 +102,9 @@ IMAGES=()
 
 main() {
 	mkdir -p "$OUT" "$BIN"
+	# One build at a time: two would rename each other's .tmp files away.
+	exec {lock_fd}>"$K8S_CACHE/images.lock"
+	flock "$lock_fd"
 	OCIIMAGE="$(tool ociimage)"
 	local ref name tag snaptag=""
 	while read -r ref; do
