@@ -79,7 +79,7 @@ conf_ginkgo() {
 		"$CONF_BIN/e2e.test" -- \
 		--kubeconfig="$SHARE/k8s/pki/admin.kubeconfig" --kubectl-path="$K8S_BIN/kubectl" \
 		--storage.testdriver="$CONF_SRC/$driver.yaml" --repo-root="$REPO" \
-		--report-dir="$CONF_OUT/$driver-$phase" --node-os-distro=debian) >"$log" 2>&1 || rc=$?
+		--report-dir="$CONF_OUT/$driver-$phase") >"$log" 2>&1 || rc=$?
 	printf '%-8s %-9s %5ss  %s  %s\n' "$driver" "$phase" "$((SECONDS - start))" \
 		"$(grep -m1 -E '^Ran [0-9]+ of [0-9]+ Specs' "$log" || echo 'no "Ran" line')" \
 		"$(grep -m1 -E '[0-9]+ Passed \| [0-9]+ Failed' "$log" || echo "ginkgo exit $rc, see $log")" >>"$CONF_OUT/summary.txt"
