@@ -256,19 +256,17 @@ main() {
 	done
 	if [[ $ROLE == a ]]; then
 		local steps=(addons cluster scenarios)
-		# make e2e-k8s-conformance: the scenarios only if E2E_GO_TEST_RUN
-		# names some (before the host's run, on the same cluster), then the
-		# host's run even if they failed.
+		# make e2e-k8s-conformance: the host's run, then the scenarios only
+		# if E2E_GO_TEST_RUN names some (on the same cluster).
 		if [[ -e $K8S/conformance-timeout ]]; then
-			steps=(addons cluster)
-			[[ -s $K8S/go-test-run ]] && steps+=(scenarios)
+			steps=(addons cluster conformance)
 		fi
 		for s in "${steps[@]}"; do
 			[[ $failed -eq 0 ]] || break
 			step "$s" "step_$s" || failed=$((failed + 1))
 		done
-		if [[ -e $K8S/conformance-timeout ]] && step_ok addons && step_ok cluster; then
-			step conformance step_conformance || failed=$((failed + 1))
+		if [[ -e $K8S/conformance-timeout && -s $K8S/go-test-run ]] && step_ok cluster; then
+			step scenarios step_scenarios || failed=$((failed + 1))
 		fi
 		touch "$DONE"
 	elif [[ $failed -eq 0 ]]; then
