@@ -36,12 +36,18 @@ func (c *counter) call(ctx context.Context, label string, call func(context.Cont
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", label, err)
 	}
-	// Background work starts right after the call; give it time to start.
-	time.Sleep(300 * time.Millisecond)
-	c.d.quiesce()
-	all, err := c.log.read()
-	if err != nil {
-		return nil, err
+	// Background work starts right after the call; give it time to start,
+	// and again after each command of it: between two commands of a
+	// reaper pass the daemon runs none, and the second would otherwise
+	// count as the next call's.
+	var all []loggedCommand
+	for seen := -1; seen != len(all); {
+		seen = len(all)
+		time.Sleep(300 * time.Millisecond)
+		c.d.quiesce()
+		if all, err = c.log.read(); err != nil {
+			return nil, err
+		}
 	}
 	var during, after []loggedCommand
 	for _, command := range all[len(before):] {
