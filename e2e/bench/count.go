@@ -168,18 +168,22 @@ func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 		},
 		func() error {
 			var group *csi.VolumeGroupSnapshot
-			if _, err := c.call(ctx, "CreateVolumeGroupSnapshot of 3 volumes", func(ctx context.Context) error {
+			commands, err := c.call(ctx, "CreateVolumeGroupSnapshot of 3 volumes", func(ctx context.Context) error {
 				response, err := c.d.group.CreateVolumeGroupSnapshot(ctx, &csi.CreateVolumeGroupSnapshotRequest{Name: "count-group",
 					SourceVolumeIds: []string{fs.GetVolumeId(), zvol.GetVolumeId(), thin.GetVolumeId()}})
 				group = response.GetGroupSnapshot()
 				return err
-			}); status.Code(err) == codes.FailedPrecondition {
+			})
+			if status.Code(err) == codes.FailedPrecondition {
 				c.b.notes = append(c.b.notes, "group snapshots: refused on this ZFS ("+err.Error()+")")
 				return nil
 			} else if err != nil {
 				return err
 			}
-			_, err := c.call(ctx, "DeleteVolumeGroupSnapshot of 3 volumes", func(ctx context.Context) error {
+			if err := c.captureProgram("group-snapshot", commands, nil); err != nil {
+				return err
+			}
+			_, err = c.call(ctx, "DeleteVolumeGroupSnapshot of 3 volumes", func(ctx context.Context) error {
 				var members []string
 				for _, member := range group.GetSnapshots() {
 					members = append(members, member.GetSnapshotId())

@@ -100,17 +100,18 @@ func (b *bench) groupSnapshots(ctx context.Context) error {
 // group snapshots (a note says so).
 func (b *bench) groupRounds(ctx context.Context, d *daemon, ids, bare []string, state string, vsSequentialLimit, vsAtomicLimit float64) (refused bool, err error) {
 	rounds := max(b.cfg.n/5, 3)
-	var drv, sequential, atomic samples
+	var drv, sequential, atomic, program samples
 	prefix := strings.Fields(state)[0]
+	template, withProgram := b.programs["group-snapshot"]
 	for i := range rounds {
-		err = interleave(i, d,
+		sides := []side{{
 			func() (took time.Duration, err error) {
 				return timed(ctx, func(ctx context.Context) error {
 					_, err := d.group.CreateVolumeGroupSnapshot(ctx, &csi.CreateVolumeGroupSnapshotRequest{
 						Name: fmt.Sprintf("group-%s-%d", prefix, i), SourceVolumeIds: ids})
 					return err
 				})
-			},
+			}, &drv, true}, {
 			func() (time.Duration, error) {
 				took, err := timed(ctx, func(ctx context.Context) error {
 					for _, name := range bare {
@@ -131,7 +132,18 @@ func (b *bench) groupRounds(ctx context.Context, d *daemon, ids, bare []string, 
 					}
 					return b.zfs(ctx, args)
 				})
-			}, &drv, &atomic)
+			}, &atomic, false}}
+		if withProgram {
+			sides = append(sides, side{func() (time.Duration, error) {
+				bareProgram, err := template.groupProgram(fmt.Sprintf("prog-%s-%d", prefix, i), fmt.Sprintf("bare-group-%s-%d", prefix, i),
+					b.dataset("bare-group"), bare)
+				if err != nil {
+					return 0, err
+				}
+				return b.runProgram(ctx, bareProgram)
+			}, &program, false})
+		}
+		err = interleaveSides(i, d, sides, nil)
 		if status.Code(err) == codes.FailedPrecondition {
 			b.notes = append(b.notes, "section 7: group snapshots are refused on this ZFS: "+err.Error())
 			return true, nil
@@ -146,6 +158,9 @@ func (b *bench) groupRounds(ctx context.Context, d *daemon, ids, bare []string, 
 	vsAtomic := compare("7", what+" vs one zfs snapshot of all", drv, atomic, vsAtomicLimit)
 	vsAtomic.commands = vsSequential.commands
 	b.rows["7"] = append(b.rows["7"], vsSequential, vsAtomic)
+	if withProgram {
+		b.rows["7"] = append(b.rows["7"], compare("7", what+" vs the same zfs program run bare", drv, program, vsAtomicLimit))
+	}
 	fmt.Printf("=== bench: %s: driver p50 %s, %d sequential snapshots p50 %s, one multi-snapshot p50 %s (%d rounds)\n",
 		what, ms(drv.p50()), groupVolumes, ms(sequential.p50()), ms(atomic.p50()), rounds)
 	return false, nil

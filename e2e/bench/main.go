@@ -32,10 +32,9 @@
 //     replayed from the argv section 6 captured, with other dataset names:
 //     the same options and properties (sections 1, 2, 3, 9);
 //   - where the driver runs a channel program (CreateSnapshot, DeleteSnapshot,
-//     DeleteVolume), two rows: against the plain command (zfs snapshot -o,
-//     zfs destroy), and against the same program with the same arguments
-//     run bare (programs.go); group snapshots (section 7) are compared with
-//     zfs snapshot only;
+//     DeleteVolume, CreateVolumeGroupSnapshot), rows against the plain
+//     command (zfs snapshot -o, zfs destroy, zfs snapshot of all) and against
+//     the same program with the same arguments run bare (programs.go);
 //   - the node's mounts: the driver's three mount(2) calls made from the
 //     bench's own process (the target's measure), and the forked mount
 //     commands beside them (section 4);
@@ -303,7 +302,7 @@ func (b *bench) table() string {
 // bareSides is the table's header on what each bare side is.
 var bareSides = []string{
 	"bare sides: zfs commands are the driver's own argv (captured in section 6) on other datasets; where the driver runs a",
-	"  zfs program (CreateSnapshot, DeleteSnapshot, DeleteVolume) a second row runs the same program bare; node mounts are the",
+	"  zfs program (CreateSnapshot, DeleteSnapshot, DeleteVolume, group snapshots) a row more runs the same program bare; node mounts are the",
 	"  driver's three mount(2) calls from the bench's own process (and, in a second row, the forked mount commands); listings",
 	"  and passes are the replay of the zfs commands the daemon logged; work a call leaves running has a row of its own",
 }

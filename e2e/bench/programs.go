@@ -143,3 +143,19 @@ func programDone(out []byte, argv []string) error {
 	}
 	return nil
 }
+
+// groupProgram returns the group snapshot program the driver ran, for other
+// datasets under one parent, a snapshot component and a group name: its
+// arguments are nine fixed ones (snapshot, owned, excluded, group, name,
+// named, size, pending, count property), the datasets, "--", the parents,
+// "--", snapshots named elsewhere (none here).
+func (t programTemplate) groupProgram(snapshot, name, parent string, datasets []string) (programTemplate, error) {
+	const prefix, fixed = 5, 9 // program -j -- <pool> -
+	if len(t.argv) < prefix+fixed {
+		return programTemplate{}, fmt.Errorf("group snapshot program %q: fewer than %d arguments", t.argv, fixed)
+	}
+	argv := append([]string(nil), t.argv[:prefix+fixed]...)
+	argv[prefix], argv[prefix+4] = snapshot, name
+	argv = append(append(append(argv, datasets...), "--", parent), "--")
+	return programTemplate{argv: argv, script: t.script}, nil
+}

@@ -106,3 +106,22 @@ func TestTheMinimalSnapshotProgramTakesTheSnapshotAndItsProperties(t *testing.T)
 		t.Error(err)
 	}
 }
+
+// The group program keeps its nine fixed arguments but the snapshot and
+// the group name, and takes the bare datasets and their one parent.
+func TestTheGroupProgramTakesTheBareDatasets(t *testing.T) {
+	template := programTemplate{argv: []string{"program", "-j", "--", "tank", "-", "group_g-1", "m:managed", "m:deleted", "m:group", "g",
+		"m:name", "m:size", "m:pending", "m:count", "tank/c/a", "tank/c/b", "--", "tank/c", "--", "tank/c/x@group_g-1"}, script: "s"}
+	got, err := template.groupProgram("prog-1", "bare-1", "tank/b", []string{"tank/b/v-0", "tank/b/v-1", "tank/b/v-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"program", "-j", "--", "tank", "-", "prog-1", "m:managed", "m:deleted", "m:group", "bare-1",
+		"m:name", "m:size", "m:pending", "m:count", "tank/b/v-0", "tank/b/v-1", "tank/b/v-2", "--", "tank/b", "--"}
+	if !reflect.DeepEqual(got.argv, want) || got.script != "s" {
+		t.Errorf("got %q, want %q", got.argv, want)
+	}
+	if _, err := (programTemplate{argv: []string{"program"}}).groupProgram("a", "b", "c", nil); err == nil {
+		t.Error("a template without the fixed arguments was taken")
+	}
+}
