@@ -46,8 +46,10 @@ func (s *Server) checkSourcePlace(plan *volumePlan) error {
 	switch {
 	case err != nil:
 		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", driver.Bounded(plan.sourceID), err)
-	case nodeID != s.cfg.NodeID && plan.fromSnap && s.transfers != nil:
-		plan.remote = true // pulled from its node (remote.go); a pull crosses pools
+	case plan.params.move != "" && (plan.fromSnap || nodeID == s.cfg.NodeID):
+		return invalid("%s=%s moves another node's volume here: the content source must be a volume of another node", ParamSourceMode, plan.params.move)
+	case nodeID != s.cfg.NodeID && s.transfers != nil:
+		plan.remote = true // pulled from its node (remote.go, move.go); a pull crosses pools
 	case nodeID != s.cfg.NodeID:
 		// NOT_FOUND would be final; this is the spec's "cannot be
 		// provisioned in this topology": the CO places the volume elsewhere.

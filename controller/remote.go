@@ -76,8 +76,8 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 	return &csi.CreateVolumeResponse{Volume: s.csiVolume(made)}, nil
 }
 
-// pull receives the source snapshot into the hidden dataset, resuming what
-// an earlier pull left, and makes it the volume.
+// pull receives the source into the hidden dataset, resuming what an
+// earlier pull left, and makes it the volume.
 func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, received *atomic.Uint64) (zfs.Dataset, error) {
 	incoming := incomingDataset(dataset)
 	container := incoming[:strings.LastIndexByte(incoming, '/')]
@@ -94,37 +94,50 @@ func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, rece
 	// smaller than the data would stop the receive.
 	delete(properties, "refquota")
 	delete(properties, "refreservation")
-	for attempt := 0; ; attempt++ {
-		done, err := s.receiveOnce(ctx, plan, incoming, properties, received)
-		if done || err == nil {
-			break
-		}
-		if !retryable(err) || attempt+1 >= pullAttempts || ctx.Err() != nil {
-			return zfs.Dataset{}, err
-		}
-		s.log.Warn().Err(err).Str("dataset", incoming).Str("source", plan.sourceID).Msg("pull broke off; resuming")
-		select {
-		case <-time.After(pullBackoff[min(attempt, len(pullBackoff)-1)]):
-		case <-ctx.Done():
-			return zfs.Dataset{}, ctx.Err()
-		}
+	if !plan.fromSnap {
+		return s.pullRounds(ctx, plan, incoming, dataset, size, properties, received)
+	}
+	if err := s.receive(ctx, plan, driver.TransferRequest{SnapshotID: plan.sourceID}, incoming, properties, received); err != nil {
+		return zfs.Dataset{}, err
 	}
 	return s.finishPull(ctx, plan, incoming, dataset, size)
 }
 
+// receive brings one snapshot's stream whole into incoming, reconnecting
+// (and resuming) when it breaks off.
+func (s *Server) receive(ctx context.Context, plan volumePlan, req driver.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) error {
+	for attempt := 0; ; attempt++ {
+		done, err := s.receiveOnce(ctx, plan, req, incoming, properties, received)
+		if done || err == nil {
+			return nil
+		}
+		if !retryable(err) || attempt+1 >= pullAttempts || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn().Err(err).Str("dataset", incoming).Str("source", req.SnapshotID).Msg("pull broke off; resuming")
+		select {
+		case <-time.After(pullBackoff[min(attempt, len(pullBackoff)-1)]):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // receiveOnce runs one stream into incoming: from its resume token when an
 // earlier one was cut short. done says incoming was already whole.
-func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, incoming string, properties map[string]string, received *atomic.Uint64) (done bool, err error) {
+func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req driver.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) (done bool, err error) {
 	token, err := s.zfs.ResumeToken(ctx, incoming)
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		token = ""
 	case err != nil:
 		return false, err
-	case token == "":
+	case token == "" && (req.FromSnapshotID == "" || s.hasSnapshot(ctx, incoming, req.SnapshotID)):
 		return true, nil // received whole by an earlier pull that ended before its rename
 	}
-	stream, err := s.transfers.Open(ctx, driver.TransferRequest{SnapshotID: plan.sourceID, ResumeToken: token})
+	req.ResumeToken = token
+	opened := time.Now()
+	stream, err := s.transfers.Open(ctx, req)
 	if err != nil {
 		if code := status.Code(err); code == codes.NotFound || code == codes.PermissionDenied {
 			// The source is gone (or refuses this token): nothing can
@@ -134,11 +147,20 @@ func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, incoming stri
 		return false, err
 	}
 	defer stream.Close()
+	// Open returns with the first chunk in hand: the time to first byte.
+	s.log.Info().Str("dataset", incoming).Str("source", req.SnapshotID).Bool("resumed", token != "").
+		Dur("first_byte_after", time.Since(opened)).Msg("pulling")
 	opts := zfs.ReceiveOptions{Received: received}
-	if token == "" {
-		opts.Properties = properties // a resumed receive keeps the first one's
+	if token == "" && req.FromSnapshotID == "" {
+		opts.Properties = properties // a resumed or incremental receive keeps the first one's
 	}
-	return false, s.zfs.Receive(ctx, incoming, opts, stream)
+	before := received.Load()
+	err = s.zfs.Receive(ctx, incoming, opts, stream)
+	took := time.Since(opened)
+	bytes := received.Load() - before
+	s.log.Info().Err(err).Str("dataset", incoming).Uint64("bytes", bytes).Dur("duration", took).
+		Float64("mib_per_second", float64(bytes)/(1<<20)/took.Seconds()).Msg("pull stream ended")
+	return false, err
 }
 
 // dropIncoming removes what a pull received.
@@ -168,7 +190,7 @@ func retryable(err error) bool {
 
 // finishPull checks what arrived against the request, sizes it, and makes
 // it the volume: one rename, the step that makes it visible. The received
-// snapshot goes last (a crash before leaves a harmless snapshot of the
+// snapshots go last (a crash before leaves a harmless snapshot of the
 // volume; never a volume without its size).
 func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, dataset string, size uint64) (zfs.Dataset, error) {
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming}, Depth: 1, Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot},
@@ -176,10 +198,7 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 	if err != nil {
 		return zfs.Dataset{}, err
 	}
-	row, snapshot := rows[0], ""
-	for _, r := range rows[1:] {
-		snapshot = r.Name
-	}
+	row, snapshots := rows[0], rows[1:]
 	if problem := pulledProblem(plan, row); problem != "" {
 		s.dropIncoming(ctx, incoming, false)
 		return zfs.Dataset{}, status.Errorf(codes.InvalidArgument, "the content source %q %s", driver.Bounded(plan.sourceID), problem)
@@ -198,14 +217,17 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 	if row.KeyStatus != "" {
 		grow["keylocation"] = "prompt" // the node loads the volume's key from its secrets
 	}
+	// The call that makes the volume is the one its retries repeat (a
+	// move's first rounds had other parameters).
+	grow[s.props.ParamsHash] = plan.params.hash
 	if err := s.zfs.Set(ctx, incoming, grow); err != nil {
 		return zfs.Dataset{}, err
 	}
 	if err := s.zfs.Rename(ctx, incoming, dataset); err != nil {
 		return zfs.Dataset{}, err
 	}
-	if snapshot != "" {
-		s.destroyQuietly(ctx, dataset+snapshot[strings.IndexByte(snapshot, '@'):], zfs.DestroyOptions{})
+	for _, snapshot := range snapshots {
+		s.destroyQuietly(ctx, dataset+snapshot.Name[strings.IndexByte(snapshot.Name, '@'):], zfs.DestroyOptions{})
 	}
 	row.Name = dataset
 	if plan.zvol {

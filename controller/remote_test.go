@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
@@ -25,6 +30,7 @@ import (
 // a daemon killed mid-stream does.
 type peerNode struct {
 	fake       *zfstest.Fake
+	conn       grpc.ClientConnInterface // node-b's controller
 	mu         sync.Mutex
 	requests   []driver.TransferRequest
 	breakAfter int
@@ -57,7 +63,43 @@ func newPeerNode(t *testing.T, props driver.UserProps, opts zfs.CreateOptions) *
 	if err := fake.Snapshot(ctx, "tank/csi/src@snap-1", map[string]string{props.SnapshotName: "snap-1"}); err != nil {
 		t.Fatal(err)
 	}
-	return &peerNode{fake: fake}
+	return &peerNode{fake: fake, conn: serveController(t, fake)}
+}
+
+// serveController serves node-b's controller over fake as the peer
+// channel does (errors mapped as the daemon maps them), on loopback.
+func serveController(t *testing.T, fake *zfstest.Fake) grpc.ClientConnInterface {
+	t.Helper()
+	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-b", ParentDatasets: []string{"tank/csi"}}
+	controller, err := New(cfg, fake, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		return resp, driver.Status(err)
+	}))
+	csi.RegisterControllerServer(server, controller)
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = server.Serve(listener) }()
+	t.Cleanup(server.Stop)
+	conn, err := grpc.NewClient("passthrough:///"+listener.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// Conn implements driver.Transfers (driver.Peers).
+func (p *peerNode) Conn(_ context.Context, nodeID string) (grpc.ClientConnInterface, error) {
+	if nodeID != "node-b" {
+		return nil, status.Errorf(codes.Unavailable, "no peer %s", nodeID)
+	}
+	return p.conn, nil
 }
 
 // Open implements driver.Transfers.
@@ -78,7 +120,8 @@ func (p *peerNode) Open(ctx context.Context, req driver.TransferRequest) (io.Rea
 		if cut > 0 {
 			out = &breakingWriter{w: writer, left: cut, stall: stall, ctx: ctx}
 		}
-		writer.CloseWithError(p.fake.Send(ctx, snapshot, zfs.SendOptions{ResumeToken: req.ResumeToken}, out))
+		_, from, _ := strings.Cut(req.FromSnapshotID, ":")
+		writer.CloseWithError(p.fake.Send(ctx, snapshot, zfs.SendOptions{From: from, ResumeToken: req.ResumeToken}, out))
 	}()
 	return readCloser{Reader: reader, close: func() { cancel(); reader.Close() }}, nil
 }
@@ -255,5 +298,75 @@ func TestAPullThatCannotBeTheVolumeLeavesNothing(t *testing.T) {
 				t.Errorf("volumes: %v", ids)
 			}
 		})
+	}
+}
+
+func volumeSourceRequest(name, sourceMode string) *csi.CreateVolumeRequest {
+	req := createRequest(name, 1<<30, mountCapability(""))
+	req.Parameters = map[string]string{ParamSourceMode: sourceMode}
+	req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "node-b:tank/csi/src"}}}
+	return req
+}
+
+func TestACloneOfAnotherNodesVolumeIsOneRoundAndLeavesTheSourceAsItWas(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	volume := h.create(volumeSourceRequest("pvc-c", "clone"))
+	if row := h.dataset(strings.TrimPrefix(volume.GetVolumeId(), testNode+":")); row.Referenced != 3<<20 {
+		t.Errorf("the clone holds %d bytes, want the source's 3 MiB", row.Referenced)
+	}
+	if !peer.fake.Exists("tank/csi/src") {
+		t.Error("the source volume went")
+	}
+	for _, name := range peer.fake.Names() {
+		if strings.Contains(name, "zfs-csi-pull") {
+			t.Errorf("left on the source's node: %s", name)
+		}
+	}
+	if left := h.incomingLeft(); len(left) != 0 {
+		t.Errorf("left in the hidden container: %v", left)
+	}
+}
+
+func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	ctx := context.Background()
+	for round := 1; round <= 2; round++ {
+		_, err := h.server.CreateVolume(ctx, volumeSourceRequest("pvc-m", moveSync))
+		if code(err) != codes.Aborted || !strings.Contains(err.Error(), "round "+strconv.Itoa(round)+" received") {
+			t.Fatalf("round %d: %v, want ABORTED saying the round arrived", round, err)
+		}
+		if ids := h.listVolumeIDs(); len(ids) != 0 {
+			t.Fatalf("after round %d the volume is visible: %v", round, ids)
+		}
+		if err := peer.fake.Write("tank/csi/src", 1<<20); err != nil { // the workload goes on writing
+			t.Fatal(err)
+		}
+	}
+	volume := h.create(volumeSourceRequest("pvc-m", moveFinal))
+	if row := h.dataset(strings.TrimPrefix(volume.GetVolumeId(), testNode+":")); row.Referenced != 5<<20 {
+		t.Errorf("the moved volume holds %d bytes, want the source's last 5 MiB", row.Referenced)
+	}
+	peer.mu.Lock()
+	var froms []string
+	for _, req := range peer.requests {
+		froms = append(froms, req.FromSnapshotID)
+	}
+	peer.mu.Unlock()
+	if len(froms) != 3 || froms[0] != "" || froms[1] == "" || froms[2] == "" {
+		t.Errorf("the rounds' bases %q: want a full send, then two incrementals", froms)
+	}
+	if peer.fake.Exists("tank/csi/src") && peer.fake.Property("tank/csi/src", h.props.Deleted) == "" {
+		t.Errorf("the source volume is live still: %v", peer.fake.Names())
+	}
+	if snapshots := h.snapshotsLeft(); len(snapshots) != 0 {
+		t.Errorf("snapshots left on the moved volume: %v", snapshots)
+	}
+	if again := h.create(volumeSourceRequest("pvc-m", moveFinal)); again.GetVolumeId() != volume.GetVolumeId() {
+		t.Errorf("a retry of the last round answered %s", again.GetVolumeId())
 	}
 }

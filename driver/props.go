@@ -23,6 +23,10 @@ type UserProps struct {
 	// snapshot's CSI name, or the group's): a snapshot that an interrupted
 	// run left without its properties is known by it (zfs.SnapshotRequest.Pending).
 	Snapshotting string
+	// Pulled is set on a volume pulled from another node once its last
+	// round has arrived (controller/remote.go): a retry then finishes it
+	// instead of asking the source for another round.
+	Pulled       string
 	PVCName      string
 	PVCNamespace string
 	PVName       string
@@ -34,7 +38,7 @@ func NewUserProps(driverName string) UserProps {
 	return UserProps{
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
 		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size",
-		Group: p + "group", GroupMembers: p + "group-members", Snapshotting: p + "snapshotting",
+		Group: p + "group", GroupMembers: p + "group-members", Snapshotting: p + "snapshotting", Pulled: p + "pulled",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }

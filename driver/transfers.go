@@ -15,6 +15,10 @@ type Transfers interface {
 	// a stream broken off (resume from the receiver's token). Close ends
 	// the stream.
 	Open(ctx context.Context, req TransferRequest) (io.ReadCloser, error)
+	// Peers reaches the other nodes' services: a volume source's node
+	// takes the snapshots a pull of it sends, and deletes what a move
+	// leaves there.
+	Peers
 }
 
 // TransferRequest names what to send. The node is SnapshotID's.

@@ -32,6 +32,15 @@ var commands = map[string]command{
 			flags.StringVar(&r.fromSnapshot, "from-snapshot", "", "snapshot ID to make the volume from")
 			flags.StringVar(&r.fromVolume, "from-volume", "", "volume ID to clone")
 		}},
+	"move-volume": {usage: "NAME VOLUME_ID [--final] [--size 1G] [--block | --fs-type ext4] [--param k=v]…",
+		summary: "CreateVolume here from another node's volume, sourceMode=move: one round while it is in use (ABORTED says what it brought); --final once it stopped makes the volume and deletes the source",
+		args:    2, call: moveVolume,
+		flags: func(flags *flag.FlagSet, r *request) {
+			flags.BoolVar(&r.final, "final", false, "the last round: the workload has stopped; make the volume and delete the source")
+			flags.StringVar(&r.size, "size", "", "required bytes (default: the source's)")
+			capabilityFlags(flags, r)
+			paramFlags(flags, r)
+		}},
 	"delete-volume": {usage: "VOLUME_ID", summary: "DeleteVolume", args: 1,
 		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.args[0]})
@@ -218,6 +227,41 @@ func createVolume(ctx context.Context, c *clients, r *request) (proto.Message, e
 	case r.fromVolume != "":
 		request.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: r.fromVolume}}}
+	}
+	return c.controller.CreateVolume(ctx, request)
+}
+
+// moveVolume asks this node's daemon for a round of a move: a CreateVolume
+// whose source is the other node's volume and whose requisite topology is
+// this node (NodeGetInfo), so that the call is answered here, by a pull.
+func moveVolume(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+	info, err := c.node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+	if err != nil {
+		return nil, err
+	}
+	mode := "move"
+	if r.final {
+		mode = "move-final"
+	}
+	if r.params == nil {
+		r.params = keyValues{}
+	}
+	r.params["sourceMode"] = mode
+	r.args, r.fromVolume = r.args[:1], r.args[1]
+	capability, err := r.capability()
+	if err != nil {
+		return nil, err
+	}
+	required, err := parseSize(r.size)
+	if err != nil {
+		return nil, err
+	}
+	request := &csi.CreateVolumeRequest{Name: r.args[0], VolumeCapabilities: []*csi.VolumeCapability{capability}, Parameters: r.params,
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: r.fromVolume}}},
+		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{info.GetAccessibleTopology()}}}
+	if required > 0 {
+		request.CapacityRange = &csi.CapacityRange{RequiredBytes: required}
 	}
 	return c.controller.CreateVolume(ctx, request)
 }

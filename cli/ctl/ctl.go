@@ -54,6 +54,7 @@ type request struct {
 	mountFlags     envflag.List
 	fromSnapshot   string
 	fromVolume     string
+	final          bool
 	stagingPath    string
 	targetPath     string
 	readOnly       bool

@@ -177,6 +177,8 @@ func TestCtlRefusesWhatItCannotSend(t *testing.T) {
 		{"publish without the staging path", []string{"publish", "n:tank/csi/v", "/mnt"}, "--staging-path is required"},
 		{"a call the driver refuses, with its code", []string{"delete-volume", ""}, "InvalidArgument"},
 		{"IDs of a response that has none", []string{"-o", "id", "info"}, "carries no volume or snapshot ID"},
+		{"a move of another node's volume without transfers", []string{"move-volume", "m", "node-z:tank/csi/v"}, "ResourceExhausted"},
+		{"a move of this node's own volume", []string{"move-volume", "m", plugintest.NodeID + ":tank/csi/v", "--final"}, "moves another node's volume here"},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
