@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -259,4 +261,70 @@ func TestAPeerWithAnotherCAsCertificateIsRefused(t *testing.T) {
 	if left := incomingLeft(t, parentC); strings.Contains(left, "@") {
 		t.Errorf("node-c received something: %s", left)
 	}
+}
+
+// moveCommands are docs/across-nodes.md's move, verbatim (the root
+// package's test holds the two together): two rounds while the workload
+// writes, the last once it stopped.
+const moveCommands = `zfs-csi ctl move-volume "$NEW_NAME" "$OLD_VOLUME_ID"
+zfs-csi ctl move-volume "$NEW_NAME" "$OLD_VOLUME_ID"
+zfs-csi ctl move-volume --final "$NEW_NAME" "$OLD_VOLUME_ID"`
+
+// A volume in use moves to node-b in rounds, run as the docs show them on
+// node-b: each round brings what the workload wrote, the last one after it
+// stopped makes the volume and deletes the source.
+func TestAVolumeInUseMovesInRoundsAsTheDocsShow(t *testing.T) {
+	p := startPeerPair(t)
+	old := p.a.createVolume(volumeRequest("workload", 256<<20, mountCap(""), nil))
+	source := datasetOf(t, old.GetVolumeId())
+	dir := t.TempDir()
+	mustRun(t, "mount", "-t", "zfs", source, dir)
+	env := append(os.Environ(), "PATH="+filepath.Dir(os.Getenv("ZFS_CSI_BINARY"))+":"+os.Getenv("PATH"),
+		"CSI_ENDPOINT=unix://"+p.b.socket, "NEW_NAME=workload-moved", "OLD_VOLUME_ID="+old.GetVolumeId())
+	ctlRun := func(line string) (string, error) {
+		cmd := exec.Command("sh", "-c", line)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	lines := strings.Split(moveCommands, "\n")
+	for round, line := range lines[:2] {
+		mustRun(t, "sh", "-c", `head -c 16M /dev/urandom > "$1/file-$2" && sync`, "sh", dir, strconv.Itoa(round))
+		out, err := ctlRun(line)
+		if err == nil || !strings.Contains(out, "Aborted") || !strings.Contains(out, fmt.Sprintf("round %d received", round+1)) {
+			t.Fatalf("round %d (%s): %v\n%s", round+1, line, err, out)
+		}
+		t.Logf("round %d: %s", round+1, strings.TrimSpace(out))
+		if exists(t, p.parentB+"/workload-moved") {
+			t.Fatalf("the volume is visible on node-b after round %d", round+1)
+		}
+	}
+	mustRun(t, "sh", "-c", `head -c 4M /dev/urandom > "$1/last" && sync`, "sh", dir)
+	want := mustRun(t, "sh", "-c", `cd "$1" && sha256sum file-0 file-1 last`, "sh", dir)
+	mustRun(t, "umount", dir) // the workload stops
+	out, err := ctlRun(lines[2])
+	if err != nil {
+		t.Fatalf("the final round: %v\n%s", err, out)
+	}
+	var created struct {
+		Volume struct {
+			VolumeID string `json:"volume_id"`
+		} `json:"volume"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Volume.VolumeID, "node-b:") {
+		t.Fatalf("the final round printed %s (%v)", out, err)
+	}
+	moved := mountDataset(t, datasetOf(t, created.Volume.VolumeID))
+	if got := mustRun(t, "sh", "-c", `cd "$1" && sha256sum file-0 file-1 last`, "sh", moved); got != want {
+		t.Errorf("the moved volume's files:\n%s\nwant:\n%s", got, want)
+	}
+	eventually(t, time.Minute, func() string {
+		if exists(t, source) && zfsGet(t, "zfs.csi.dev:deleted", source) == "-" {
+			return "the source volume is still live on node-a"
+		}
+		if left := strings.TrimSpace(run(t, "zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", p.parentA, p.parentB)); left != "" {
+			return "snapshots left: " + left
+		}
+		return ""
+	})
 }
