@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
@@ -40,6 +41,9 @@ type Server struct {
 	copies    copyJobs
 	// transfers pulls other nodes' snapshots (remote.go); nil: off.
 	transfers driver.Transfers
+	// pullIdle is how long a pull goes on with no call asking for it
+	// before it is abandoned and what it received removed (remote.go).
+	pullIdle time.Duration
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
 	// snapshot (no zfs.sync.set_prop): CreateSnapshot lists and snapshots
 	// from then on.
@@ -61,7 +65,7 @@ func New(cfg driver.Config, z zfs.Interface, log zerolog.Logger) (*Server, error
 		return nil, err
 	}
 	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), namer: namer,
-		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1)}, nil
+		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1), pullIdle: defaultPullIdle}, nil
 }
 
 // Close ends the work the service runs apart from its calls (copies under

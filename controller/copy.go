@@ -41,8 +41,11 @@ type copyJob struct {
 	source, dataset string
 	started         time.Time
 	received        atomic.Uint64
-	done            chan struct{}
-	err             error // set before done closes
+	// asked is when a call last waited for the job (Unix nanoseconds): a
+	// pull nobody asks for any more is abandoned (remote.go).
+	asked atomic.Int64
+	done  chan struct{}
+	err   error // set before done closes
 
 	mu       sync.Mutex
 	finished bool
@@ -59,6 +62,7 @@ func (c *copyJobs) running(name string) *copyJob {
 // start runs work as the copy for a volume name.
 func (c *copyJobs) start(name, source, dataset string, work func(ctx context.Context, received *atomic.Uint64) error) *copyJob {
 	job := &copyJob{source: source, dataset: dataset, started: time.Now(), done: make(chan struct{})}
+	job.asked.Store(job.started.UnixNano())
 	c.mu.Lock()
 	if c.jobs == nil {
 		c.jobs = map[string]*copyJob{}
@@ -107,6 +111,7 @@ func (c *copyJobs) stop() {
 // (the caller's locks, if not nil) passes to the copy, which calls it when
 // it ends; handedOver says so.
 func (j *copyJob) await(ctx context.Context, release func()) (handedOver bool, err error) {
+	j.asked.Store(time.Now().UnixNano())
 	wait := ctx
 	if deadline, ok := ctx.Deadline(); ok {
 		// Answer while the caller still listens: the margin is a tenth of

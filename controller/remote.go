@@ -37,6 +37,11 @@ const IncomingContainer = "_incoming"
 // before the job gives up (a retry of the call starts another, resuming).
 const pullAttempts = 5
 
+// defaultPullIdle is Server.pullIdle's default: longer than a CO waits
+// between two retries of a call (external-provisioner backs off to 5
+// minutes at most), so only a pull its caller gave up on is abandoned.
+const defaultPullIdle = 15 * time.Minute
+
 // pullBackoff is the wait before reconnecting.
 var pullBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second}
 
@@ -62,7 +67,17 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 	dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, generation)
 	var made zfs.Dataset
 	job := s.copies.start(plan.name, plan.sourceID, dataset, func(ctx context.Context, received *atomic.Uint64) error {
+		ctx, abandoned := s.watchPull(ctx, plan.name)
 		row, err := s.pull(ctx, plan, dataset, received)
+		if err != nil && abandoned() {
+			// The caller gave up (a claim deleted while its volume was
+			// still coming): nothing of it stays.
+			s.log.Warn().Str("dataset", dataset).Str("source", plan.sourceID).Dur("idle", s.pullIdle).
+				Msg("pull abandoned: no call asked for it; what it received is removed")
+			s.removeIncoming(ctx, incomingDataset(dataset))
+			return status.Errorf(codes.Aborted, "the pull of %s was abandoned after %s without a call asking for it; a new call starts again",
+				driver.Bounded(plan.sourceID), s.pullIdle)
+		}
 		made = row
 		return err
 	})
@@ -74,6 +89,30 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 		return nil, err
 	}
 	return &csi.CreateVolumeResponse{Volume: s.csiVolume(made)}, nil
+}
+
+// watchPull ends ctx when no call has waited for the pull of name for
+// pullIdle; abandoned then says so.
+func (s *Server) watchPull(ctx context.Context, name string) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	var abandoned atomic.Bool
+	go func() {
+		defer cancel()
+		tick := time.NewTicker(max(s.pullIdle/10, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if job := s.copies.running(name); job != nil && time.Since(time.Unix(0, job.asked.Load())) > s.pullIdle {
+				abandoned.Store(true)
+				return
+			}
+		}
+	}()
+	return ctx, abandoned.Load
 }
 
 // pull receives the source into the hidden dataset, resuming what an
@@ -171,6 +210,15 @@ func (s *Server) dropIncoming(ctx context.Context, incoming string, partial bool
 			return
 		}
 	}
+	s.destroyQuietly(ctx, incoming, zfs.DestroyOptions{Recursive: true})
+}
+
+// removeIncoming removes the hidden dataset whatever state it is in: a
+// receive's partial state first (ZFS keeps it apart for an incremental),
+// then the dataset with every round it received.
+func (s *Server) removeIncoming(ctx context.Context, incoming string) {
+	ctx = context.WithoutCancel(ctx)
+	_ = s.zfs.AbortReceive(ctx, incoming) // none to abort is no error here
 	s.destroyQuietly(ctx, incoming, zfs.DestroyOptions{Recursive: true})
 }
 

@@ -370,3 +370,29 @@ func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
 		t.Errorf("a retry of the last round answered %s", again.GetVolumeId())
 	}
 }
+
+func TestAPullNoCallAsksForAnyMoreIsAbandonedAndLeavesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.server.pullIdle = 200 * time.Millisecond
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	peer.breakAfter, peer.stall = 1<<19, true
+	h.server.UseTransfers(peer)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
+		t.Fatalf("CreateVolume while the stream stalls: %v, want ABORTED", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.server.copies.running("pvc-r") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the pull nobody asks for goes on")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := h.incomingLeft(); len(left) != 0 {
+		t.Errorf("left in the hidden container: %v", left)
+	}
+	if ids := h.listVolumeIDs(); len(ids) != 0 {
+		t.Errorf("volumes: %v", ids)
+	}
+}
