@@ -205,14 +205,10 @@ func Forward(cfg Config, peers Peers) grpc.UnaryServerInterceptor {
 		// metadata does not (a server's context has no outgoing metadata).
 		var trailer metadata.MD
 		resp, err := route.call(ctx, conn, req, grpc.Trailer(&trailer))
-		switch {
-		case err == nil:
-			return resp, nil
-		case len(trailer.Get(answeredByKey)) == 0:
-			return nil, unreachable(nodeID, err)
+		if err != nil {
+			return nil, peerAnswer(nodeID, err, trailer)
 		}
-		answer := status.Convert(err)
-		return nil, status.Errorf(answer.Code(), "node %q answered: %s", nodeID, answer.Message())
+		return resp, nil
 	}
 }
 
@@ -221,8 +217,8 @@ func unreachable(nodeID string, err error) error {
 		OtherNodeMarker, nodeID, Bounded(status.Convert(err).Message()))
 }
 
-// RegisterPeerServices registers the Controller and GroupController of
-// services on the peer channel's server (package peer, which authenticates
+// RegisterPeerServices registers the Controller, GroupController and
+// SnapshotMetadata of services on the peer channel's server (package peer, which authenticates
 // the calling node and logs its calls). There they answer calls forwarded
 // to this node, here, never forwarded again, behind this package's panic
 // recovery and error mapping, which are made part of the services' own
@@ -234,6 +230,9 @@ func RegisterPeerServices(registrar grpc.ServiceRegistrar, cfg Config, services 
 	}
 	if services.GroupController != nil {
 		registrar.RegisterService(withInterceptor(&csi.GroupController_ServiceDesc, own), services.GroupController)
+	}
+	if services.SnapshotMetadata != nil {
+		registrar.RegisterService(withStreamCheck(&csi.SnapshotMetadata_ServiceDesc, cfg), services.SnapshotMetadata)
 	}
 }
 

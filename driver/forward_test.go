@@ -2,6 +2,9 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -9,6 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 func topology(nodeIDs ...string) []*csi.Topology {
@@ -114,5 +120,83 @@ func TestPeerServicesAnswerOnlyForTheirNodeWithMappedCodes(t *testing.T) {
 	}
 	if _, err := client.ListVolumes(t.Context(), &csi.ListVolumesRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("ListVolumes over the channel = %v, want PERMISSION_DENIED", err)
+	}
+}
+
+// trailerStream is a server stream that only keeps its trailer.
+type trailerStream struct {
+	grpc.ServerStream
+	trailer metadata.MD
+}
+
+func (s *trailerStream) SetTrailer(md metadata.MD) { s.trailer = metadata.Join(s.trailer, md) }
+
+func TestPeerStreamsWithoutARouteAreRefused(t *testing.T) {
+	called := false
+	desc := withStreamCheck(&grpc.ServiceDesc{ServiceName: "csi.v1.Future", Streams: []grpc.StreamDesc{{StreamName: "Watch",
+		Handler: func(any, grpc.ServerStream) error { called = true; return nil }}}}, Config{NodeID: "node-a"})
+	stream := &trailerStream{}
+	err := desc.Streams[0].Handler(nil, stream)
+	if status.Code(err) != codes.PermissionDenied || called {
+		t.Errorf("a stream without a route: %v (handler called: %v), want PERMISSION_DENIED before the handler", err, called)
+	}
+	if got := stream.trailer.Get(answeredByKey); len(got) != 1 {
+		t.Errorf("the refusal is marked %v, want node-a's", got)
+	}
+}
+
+// requestStream is a server stream whose client sent one request.
+type requestStream struct {
+	trailerStream
+	request proto.Message
+	sent    []any
+}
+
+func (s *requestStream) RecvMsg(m any) error {
+	if s.request == nil {
+		return io.EOF
+	}
+	proto.Merge(m.(proto.Message), s.request)
+	s.request = nil
+	return nil
+}
+
+func (s *requestStream) SendMsg(m any) error {
+	s.sent = append(s.sent, m)
+	return nil
+}
+
+func TestPeerStreamsMapTypedErrors(t *testing.T) {
+	desc := withStreamCheck(&grpc.ServiceDesc{ServiceName: "csi.v1.SnapshotMetadata", Streams: []grpc.StreamDesc{{StreamName: "GetMetadataAllocated",
+		Handler: func(any, grpc.ServerStream) error { return fmt.Errorf("reading it: %w", zfs.ErrNotFound) }}}}, Config{NodeID: "node-a"})
+	stream := &requestStream{request: &csi.GetMetadataAllocatedRequest{SnapshotId: "node-a:tank/csi/v@s"}}
+	if err := desc.Streams[0].Handler(nil, stream); status.Code(err) != codes.NotFound {
+		t.Errorf("a typed zfs error over the channel = %v, want NOT_FOUND", err)
+	}
+}
+
+func TestTheHandlerGetsTheRequestReadAheadThenTheStreamsOwn(t *testing.T) {
+	replay := &replayStream{ServerStream: &requestStream{}, first: &csi.GetMetadataAllocatedRequest{SnapshotId: "n:tank/v@s"}}
+	var got csi.GetMetadataAllocatedRequest
+	if err := replay.RecvMsg(&got); err != nil || got.GetSnapshotId() != "n:tank/v@s" {
+		t.Errorf("first RecvMsg = %v, %v; want the request read ahead", &got, err)
+	}
+	if err := replay.RecvMsg(&got); !errors.Is(err, io.EOF) {
+		t.Errorf("second RecvMsg = %v, want the stream's own answer (EOF)", err)
+	}
+}
+
+func TestARelayStopsWhenTheCallerIsGone(t *testing.T) {
+	gone := errors.New("the caller went away")
+	received := 0
+	err := relay(func() (*csi.GetMetadataAllocatedResponse, error) {
+		received++
+		if received > 10 {
+			return nil, io.EOF
+		}
+		return &csi.GetMetadataAllocatedResponse{}, nil
+	}, func(any) error { return gone })
+	if !errors.Is(err, gone) || received != 1 {
+		t.Errorf("relay = %v after %d messages, want the send error after the first", err, received)
 	}
 }

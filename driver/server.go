@@ -35,9 +35,10 @@ type Services struct {
 	Node            csi.NodeServer
 	// SnapshotMetadata serves changed-block metadata (server streams).
 	SnapshotMetadata csi.SnapshotMetadataServer
-	// Forward sends controller calls for other nodes to them (Forward);
-	// nil answers every call here.
-	Forward grpc.UnaryServerInterceptor
+	// Forward sends controller calls for other nodes to them (Forward),
+	// ForwardStreams the SnapshotMetadata calls; nil answers every call here.
+	Forward        grpc.UnaryServerInterceptor
+	ForwardStreams grpc.StreamServerInterceptor
 }
 
 // NewServer registers the services behind the shared interceptors. Extra
@@ -50,7 +51,11 @@ func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerI
 		chain = append(chain, services.Forward)
 	}
 	chain = append(chain, mapErrors)
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...), grpc.ChainStreamInterceptor(s.logStream))
+	streams := []grpc.StreamServerInterceptor{s.logStream}
+	if services.ForwardStreams != nil {
+		streams = append(streams, services.ForwardStreams)
+	}
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...), grpc.ChainStreamInterceptor(streams...))
 	if services.Identity != nil {
 		csi.RegisterIdentityServer(s.grpc, services.Identity)
 	}

@@ -33,6 +33,7 @@ func (p *Plugin) ForwardCalls(cfg driver.Config, server *peer.Server) {
 		return
 	}
 	p.Services.Forward = driver.Forward(cfg, PeerConns{Client: p.Peers})
+	p.Services.ForwardStreams = driver.ForwardStreams(cfg, PeerConns{Client: p.Peers})
 	if server != nil {
 		driver.RegisterPeerServices(server, cfg, p.Services)
 	}

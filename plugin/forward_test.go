@@ -3,6 +3,8 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -51,6 +53,7 @@ type daemon struct {
 	fake       *zfstest.Fake
 	controller csi.ControllerClient
 	group      csi.GroupControllerClient
+	metadata   csi.SnapshotMetadataClient
 	peerAddr   string
 	log        *lockedBuffer
 	deadlines  chan time.Duration // what ControllerGetVolume's context had left, as served
@@ -118,7 +121,7 @@ func startDaemon(t *testing.T, nodeID string, files peertest.Files, peers map[st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	d.controller, d.group = csi.NewControllerClient(conn), csi.NewGroupControllerClient(conn)
+	d.controller, d.group, d.metadata = csi.NewControllerClient(conn), csi.NewGroupControllerClient(conn), csi.NewSnapshotMetadataClient(conn)
 	return d
 }
 
@@ -381,9 +384,116 @@ func TestThePeerChannelTakesOnlyCallsForItsNode(t *testing.T) {
 			t.Errorf("DeleteVolume of node-c's volume at node-b = %v, want PERMISSION_DENIED", err)
 		}
 	})
+	t.Run("a stream naming a third node is refused, not passed on", func(t *testing.T) {
+		_, err := allocated(t, csi.NewSnapshotMetadataClient(conn), "node-c:tank/csi/v@s")
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("GetMetadataAllocated of node-c's snapshot at node-b = %v, want PERMISSION_DENIED", err)
+		}
+	})
 	t.Run("a call naming the node is answered", func(t *testing.T) {
 		if _, err := controller.DeleteVolume(t.Context(), &csi.DeleteVolumeRequest{VolumeId: "node-b:tank/csi/gone"}); err != nil {
 			t.Errorf("DeleteVolume of a volume node-b does not have = %v, want OK (idempotent)", err)
 		}
 	})
+}
+
+// allocated collects a GetMetadataAllocated stream's extents.
+func allocated(t *testing.T, client csi.SnapshotMetadataClient, snapshotID string) ([]*csi.BlockMetadata, error) {
+	t.Helper()
+	stream, err := client.GetMetadataAllocated(t.Context(), &csi.GetMetadataAllocatedRequest{SnapshotId: snapshotID})
+	if err != nil {
+		return nil, err
+	}
+	var extents []*csi.BlockMetadata
+	for {
+		response, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return extents, nil
+		}
+		if err != nil {
+			return extents, err
+		}
+		extents = append(extents, response.GetBlockMetadata()...)
+	}
+}
+
+func TestSnapshotMetadataOfAnotherNodesSnapshotStreamsFromThatNode(t *testing.T) {
+	a, b := twoNodes(t)
+	request := onNode(filesystem("disk", 1<<20), "node-b")
+	request.VolumeCapabilities = []*csi.VolumeCapability{{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
+	request.Parameters = map[string]string{"volblocksize": "16384"}
+	created, err := a.controller.CreateVolume(t.Context(), request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	volumeID := created.GetVolume().GetVolumeId()
+	if err := b.fake.WriteBlocks(strings.TrimPrefix(volumeID, "node-b:"), 16384, 3*16384); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := a.controller.CreateSnapshot(t.Context(), &csi.CreateSnapshotRequest{Name: "blocks", SourceVolumeId: volumeID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshotID := taken.GetSnapshot().GetSnapshotId()
+
+	t.Run("the extents are node-b's own answer", func(t *testing.T) {
+		want, err := allocated(t, b.metadata, snapshotID)
+		if err != nil || len(want) == 0 {
+			t.Fatalf("node-b's own answer: %v, %v", want, err)
+		}
+		got, err := allocated(t, a.metadata, snapshotID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || got[0].GetByteOffset() != want[0].GetByteOffset() || got[0].GetSizeBytes() != want[0].GetSizeBytes() {
+			t.Errorf("through node-a: %v, node-b says %v", got, want)
+		}
+	})
+	t.Run("a delta between two of node-b's snapshots is node-b's own answer", func(t *testing.T) {
+		if err := b.fake.WriteBlocks(strings.TrimPrefix(volumeID, "node-b:"), 8*16384, 16384); err != nil {
+			t.Fatal(err)
+		}
+		later, err := a.controller.CreateSnapshot(t.Context(), &csi.CreateSnapshotRequest{Name: "later", SourceVolumeId: volumeID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		delta := func(client csi.SnapshotMetadataClient) []*csi.BlockMetadata {
+			stream, err := client.GetMetadataDelta(t.Context(), &csi.GetMetadataDeltaRequest{BaseSnapshotId: snapshotID,
+				TargetSnapshotId: later.GetSnapshot().GetSnapshotId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var extents []*csi.BlockMetadata
+			for {
+				response, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					return extents
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				extents = append(extents, response.GetBlockMetadata()...)
+			}
+		}
+		want, got := delta(b.metadata), delta(a.metadata)
+		if len(want) != 1 || want[0].GetByteOffset() != 8*16384 || len(got) != 1 || got[0].GetByteOffset() != want[0].GetByteOffset() {
+			t.Errorf("the delta through node-a is %v, node-b's own %v; want the one block written", got, want)
+		}
+	})
+	t.Run("node-b's refusal comes back with its code", func(t *testing.T) {
+		_, err := allocated(t, a.metadata, "node-b:tank/csi/missing@none")
+		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), `node "node-b"`) {
+			t.Errorf("a snapshot node-b does not have: %v, want NOT_FOUND from node-b", err)
+		}
+	})
+	for _, node := range []string{"node-c", "node-z"} {
+		t.Run("a node that cannot be reached is UNAVAILABLE: "+node, func(t *testing.T) {
+			_, err := allocated(t, a.metadata, node+":tank/csi/v@s")
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), driver.OtherNodeMarker) {
+				t.Errorf("%s's snapshot: %v, want UNAVAILABLE", node, err)
+			}
+		})
+	}
 }
