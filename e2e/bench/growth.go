@@ -126,8 +126,9 @@ type levelCosts struct {
 	sweep, pass        paired  // the reaper's sweep at start, and a pass after it
 	served             samples // a scrape served from the last read
 	peak               uint64
-	made               int // volumes CreateVolume added
-	level              int // volumes when measured
+	made               int  // volumes CreateVolume added
+	level              int  // volumes when measured
+	reaperOnly         bool // only start and the reaper measured (-reaper-only)
 }
 
 // paired is a call and its bare twin: for a listing, the replay of the
@@ -199,6 +200,12 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 			return nil, err
 		}
 		c.sweep.bare = append(c.sweep.bare, bare)
+	}
+	if b.cfg.reaperOnly {
+		c.reaperOnly = true
+		fmt.Printf("=== bench: %d volumes: start %s, reaper sweep %s (bare %s), pass %s (bare %s)\n", level, ms(c.start.p50()),
+			ms(c.sweep.driver.p50()), ms(c.sweep.bare.p50()), ms(c.pass.driver.p50()), ms(c.pass.bare.p50()))
+		return c, nil
 	}
 	cfg := b.daemonConfig("scale")
 	cfg.logName = fmt.Sprintf("driver-%d.log", level)
@@ -322,6 +329,15 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 // the other calls against the first level (base; nil for the first level).
 func (c *levelCosts) rows(level int, base *levelCosts) []row {
 	at := func(what string) string { return fmt.Sprintf("%s, %d volumes", what, level) }
+	if c.reaperOnly {
+		rows := []row{c.sweep.row(at("reaper sweep at start (in the background) vs its zfs list")),
+			c.pass.row(at("reaper pass vs its zfs commands"))}
+		if base == nil {
+			return append(rows, durationRow("9", at("daemon start → READY=1"), c.start), durationRow("9", at("reaper pass per volume"), perVolume(c.pass.driver, level)))
+		}
+		return append(rows, compare("9", at("daemon start → READY=1")+" vs the first level", c.start, base.start, 1.2),
+			compare("9", at("reaper pass per volume")+" vs the first level", perVolume(c.pass.driver, level), perVolume(base.pass.driver, base.level), 1.2))
+	}
 	rows := []row{
 		c.page.row(at("ListVolumes one page vs its zfs commands")),
 		c.full.row(at("ListVolumes all pages vs their zfs commands")),
