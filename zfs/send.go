@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -26,6 +27,16 @@ func (e *Exec) VolumeRanges(ctx context.Context, snapshot, from string, fn func(
 		argv = append(argv, "-i", from)
 	}
 	argv = append(argv, snapshot)
+	return e.sendInto(ctx, argv, func(stream io.Reader) error { return ReadStream(stream, fn) })
+}
+
+// sendInto runs a `zfs send` argv and gives its stdout to consume as it
+// comes. When consume gives up (its error), send is stopped, unless the
+// stream itself broke (ErrStream): send may have died, and its own error
+// then says why. The error is
+// consume's, or send's when send failed first and its stderr says why the
+// stream broke (ErrStream, or a consumer whose writes failed for it).
+func (e *Exec) sendInto(ctx context.Context, argv []string, consume func(io.Reader) error) error {
 	ctx, cancel := e.bound(ctx)
 	defer cancel()
 	sendCtx, stop := context.WithCancel(ctx)
@@ -42,18 +53,20 @@ func (e *Exec) VolumeRanges(ctx context.Context, snapshot, from string, fn func(
 	if err != nil {
 		return err
 	}
-	readErr := ReadStream(stream, fn)
-	if readErr != nil && !errors.Is(readErr, ErrStream) {
-		stop() // fn gave up: send need not go on
+	consumeErr := consume(stream)
+	if consumeErr != nil && !errors.Is(consumeErr, ErrStream) {
+		stop() // the consumer gave up: send need not go on
 	}
 	stream.Close() // a send still writing fails instead of blocking
 	sendErr := e.wait(sendCtx, send)
 	var failed *CommandError
 	switch {
-	case readErr == nil:
+	case consumeErr == nil:
 		return sendErr
-	case errors.Is(readErr, ErrStream) && errors.As(sendErr, &failed) && failed.Stderr != "":
+	case errors.Is(consumeErr, ErrRefusedStream):
+		return consumeErr
+	case errors.As(sendErr, &failed) && failed.Stderr != "":
 		return sendErr // send failed first: its stderr says why the stream broke
 	}
-	return readErr
+	return consumeErr
 }

@@ -87,12 +87,8 @@ func ReadStream(r io.Reader, fn func(StreamRange) error) error {
 			return fmt.Errorf("%w: cut short after %d records: %v", ErrStream, n, err)
 		}
 		if n == 0 {
-			switch {
-			case binary.LittleEndian.Uint64(record[offMagic:]) == streamMagic:
-				order = binary.LittleEndian
-			case binary.BigEndian.Uint64(record[offMagic:]) == streamMagic:
-				order = binary.BigEndian
-			default:
+			var ok bool
+			if order, ok = streamOrder(record[:]); !ok {
 				return fmt.Errorf("%w: no BEGIN record", ErrStream)
 			}
 		}
@@ -148,6 +144,18 @@ func ReadStream(r io.Reader, fn func(StreamRange) error) error {
 			return fmt.Errorf("%w: record %d's payload of %d bytes cut short: %v", ErrStream, n, payload, err)
 		}
 	}
+}
+
+// streamOrder is the byte order of a stream whose first record is record:
+// the sender's, which the BEGIN record's magic number shows.
+func streamOrder(record []byte) (binary.ByteOrder, bool) {
+	switch {
+	case binary.LittleEndian.Uint64(record[offMagic:]) == streamMagic:
+		return binary.LittleEndian, true
+	case binary.BigEndian.Uint64(record[offMagic:]) == streamMagic:
+		return binary.BigEndian, true
+	}
+	return nil, false
 }
 
 // skip discards n bytes of in.

@@ -3,7 +3,6 @@ package zfs
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -71,13 +70,8 @@ func ParseStreamBegin(record []byte) (StreamBegin, error) {
 	if len(record) < recordSize {
 		return StreamBegin{}, fmt.Errorf("%w: %d bytes, short of a BEGIN record", ErrStream, len(record))
 	}
-	var order binary.ByteOrder
-	switch {
-	case binary.LittleEndian.Uint64(record[offMagic:]) == streamMagic:
-		order = binary.LittleEndian
-	case binary.BigEndian.Uint64(record[offMagic:]) == streamMagic:
-		order = binary.BigEndian
-	default:
+	order, ok := streamOrder(record)
+	if !ok {
 		return StreamBegin{}, fmt.Errorf("%w: no BEGIN record", ErrStream)
 	}
 	if kind := order.Uint32(record[0:]); kind != drrBegin {
@@ -132,38 +126,7 @@ func (e *Exec) Send(ctx context.Context, snapshot string, opts SendOptions, w io
 		}
 		argv = append(argv, snapshot)
 	}
-	ctx, cancel := e.bound(ctx)
-	defer cancel()
-	sendCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	send := e.command(sendCtx, argv)
-	stream, sendEnd, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("zfs send: %w", err)
-	}
-	defer stream.Close()
-	send.cmd.Stdout = sendEnd
-	err = e.start(send)
-	sendEnd.Close() // the child has its own copy; its exit ends the stream
-	if err != nil {
-		return err
-	}
-	copyErr := relayStream(stream, w, opts)
-	if copyErr != nil {
-		stop() // the stream is refused or its reader gone: send need not go on
-	}
-	stream.Close()
-	sendErr := e.wait(sendCtx, send)
-	var failed *CommandError
-	switch {
-	case copyErr == nil:
-		return sendErr
-	case errors.Is(copyErr, ErrRefusedStream):
-		return copyErr
-	case errors.As(sendErr, &failed) && failed.Stderr != "":
-		return sendErr // send failed first: its stderr says why
-	}
-	return copyErr
+	return e.sendInto(ctx, argv, func(stream io.Reader) error { return relayStream(stream, w, opts) })
 }
 
 // relayStream checks the BEGIN record, then copies the stream to w.

@@ -201,6 +201,15 @@ func protoToAny(message proto.Message) any {
 }
 
 func createVolume(ctx context.Context, c *clients, r *request) (proto.Message, error) {
+	request, err := createRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	return c.controller.CreateVolume(ctx, request)
+}
+
+// createRequest is the CreateVolume the flags ask for.
+func createRequest(r *request) (*csi.CreateVolumeRequest, error) {
 	capability, err := r.capability()
 	if err != nil {
 		return nil, err
@@ -228,7 +237,7 @@ func createVolume(ctx context.Context, c *clients, r *request) (proto.Message, e
 		request.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: r.fromVolume}}}
 	}
-	return c.controller.CreateVolume(ctx, request)
+	return request, nil
 }
 
 // moveVolume asks this node's daemon for a round of a move: a CreateVolume
@@ -248,21 +257,11 @@ func moveVolume(ctx context.Context, c *clients, r *request) (proto.Message, err
 	}
 	r.params["sourceMode"] = mode
 	r.args, r.fromVolume = r.args[:1], r.args[1]
-	capability, err := r.capability()
+	request, err := createRequest(r)
 	if err != nil {
 		return nil, err
 	}
-	required, err := parseSize(r.size)
-	if err != nil {
-		return nil, err
-	}
-	request := &csi.CreateVolumeRequest{Name: r.args[0], VolumeCapabilities: []*csi.VolumeCapability{capability}, Parameters: r.params,
-		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
-			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: r.fromVolume}}},
-		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{info.GetAccessibleTopology()}}}
-	if required > 0 {
-		request.CapacityRange = &csi.CapacityRange{RequiredBytes: required}
-	}
+	request.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{info.GetAccessibleTopology()}}
 	return c.controller.CreateVolume(ctx, request)
 }
 

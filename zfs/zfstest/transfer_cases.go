@@ -29,11 +29,7 @@ var transferKey = []byte("transfer-cases-passphrase")
 func TransferCases() []GuardedCase {
 	return []GuardedCase{
 		{"a full stream received whole makes the dataset with the sent snapshot and no resume token", func(ctx context.Context, p Pool, root string) (string, error) {
-			snapshot, err := filledSnapshot(ctx, p, root+"/src", "s1")
-			if err != nil {
-				return "", err
-			}
-			stream, err := sendAll(ctx, p, snapshot, zfs.SendOptions{})
+			_, stream, err := sourceStream(ctx, p, root)
 			if err != nil {
 				return "", err
 			}
@@ -75,11 +71,7 @@ func TransferCases() []GuardedCase {
 			return "", nil
 		}},
 		{"a stream cut short leaves the new dataset with a resume token, and send -t completes it", func(ctx context.Context, p Pool, root string) (string, error) {
-			snapshot, err := filledSnapshot(ctx, p, root+"/src", "s1")
-			if err != nil {
-				return "", err
-			}
-			stream, err := sendAll(ctx, p, snapshot, zfs.SendOptions{})
+			snapshot, stream, err := sourceStream(ctx, p, root)
 			if err != nil {
 				return "", err
 			}
@@ -113,11 +105,7 @@ func TransferCases() []GuardedCase {
 			return expectNames(ctx, p, root, root, root+"/dst", root+"/dst@s1", root+"/src", root+"/src@s1")
 		}},
 		{"AbortReceive of a new dataset cut short takes it away", func(ctx context.Context, p Pool, root string) (string, error) {
-			snapshot, err := filledSnapshot(ctx, p, root+"/src", "s1")
-			if err != nil {
-				return "", err
-			}
-			stream, err := sendAll(ctx, p, snapshot, zfs.SendOptions{})
+			_, stream, err := sourceStream(ctx, p, root)
 			if err != nil {
 				return "", err
 			}
@@ -207,11 +195,7 @@ func TransferCases() []GuardedCase {
 			return "", nil
 		}},
 		{"a full stream onto an existing dataset is refused as existing", func(ctx context.Context, p Pool, root string) (string, error) {
-			snapshot, err := filledSnapshot(ctx, p, root+"/src", "s1")
-			if err != nil {
-				return "", err
-			}
-			stream, err := sendAll(ctx, p, snapshot, zfs.SendOptions{})
+			_, stream, err := sourceStream(ctx, p, root)
 			if err != nil {
 				return "", err
 			}
@@ -261,6 +245,16 @@ func fill(ctx context.Context, p Pool, dataset string, size uint64) error {
 		return errors.New("the transfer cases need a TransferPool")
 	}
 	return filler.Fill(ctx, dataset, size)
+}
+
+// sourceStream makes root/src with data and a snapshot s1, and sends it
+// whole.
+func sourceStream(ctx context.Context, p Pool, root string) (snapshot string, stream []byte, err error) {
+	if snapshot, err = filledSnapshot(ctx, p, root+"/src", "s1"); err != nil {
+		return "", nil, err
+	}
+	stream, err = sendAll(ctx, p, snapshot, zfs.SendOptions{})
+	return snapshot, stream, err
 }
 
 // sendAll is a whole stream in memory.
