@@ -194,12 +194,26 @@ func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req driver.Tr
 		opts.Properties = properties // a resumed or incremental receive keeps the first one's
 	}
 	before := received.Load()
-	err = s.zfs.Receive(ctx, incoming, opts, stream)
+	err = s.zfs.Receive(ctx, incoming, opts, zfs.CheckStream(stream, expectedStream(req)))
 	took := time.Since(opened)
 	bytes := received.Load() - before
 	s.log.Info().Err(err).Str("dataset", incoming).Uint64("bytes", bytes).Dur("duration", took).
 		Float64("mib_per_second", float64(bytes)/(1<<20)/took.Seconds()).Msg("pull stream ended")
 	return false, err
+}
+
+// expectedStream is the receiving side's check of what a peer sends before
+// zfs receive reads a byte of it: a substream (no properties, no other
+// datasets: ParseStreamBegin refuses a compound one) of the very snapshot
+// asked for, so that a peer cannot make this node receive anything else.
+func expectedStream(req driver.TransferRequest) func(zfs.StreamBegin) error {
+	_, dataset, snapshot, err := driver.ParseSnapshotID(req.SnapshotID)
+	return func(begin zfs.StreamBegin) error {
+		if err != nil || begin.ToName != snapshot {
+			return fmt.Errorf("the peer sent a stream of %q for snapshot %q of %s", driver.Bounded(begin.ToName), driver.Bounded(req.SnapshotID), dataset)
+		}
+		return nil
+	}
 }
 
 // dropIncoming removes what a pull received.
@@ -228,6 +242,9 @@ func retryable(err error) bool {
 	switch status.Code(err) {
 	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated, codes.AlreadyExists:
 		return false
+	}
+	if errors.Is(err, zfs.ErrRefusedStream) {
+		return false // the peer sends what it sent again
 	}
 	var failed *zfs.CommandError
 	if errors.As(err, &failed) && failed.Kind != nil {

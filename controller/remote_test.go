@@ -35,6 +35,9 @@ type peerNode struct {
 	requests   []driver.TransferRequest
 	breakAfter int
 	stall      bool
+	// swap, when set, is the snapshot sent whatever was asked for: a peer
+	// that lies.
+	swap string
 }
 
 const remoteSnapshot = "node-b:tank/csi/src@snap-1"
@@ -110,6 +113,9 @@ func (p *peerNode) Open(ctx context.Context, req driver.TransferRequest) (io.Rea
 	p.breakAfter, p.stall = 0, false
 	p.mu.Unlock()
 	_, snapshot, err := strings.Cut(req.SnapshotID, ":")
+	if p.swap != "" {
+		snapshot = p.swap
+	}
 	if !err || !p.fake.Exists(snapshot) {
 		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist on node node-b", req.SnapshotID)
 	}
@@ -394,5 +400,28 @@ func TestAPullNoCallAsksForAnyMoreIsAbandonedAndLeavesNothing(t *testing.T) {
 	}
 	if ids := h.listVolumeIDs(); len(ids) != 0 {
 		t.Errorf("volumes: %v", ids)
+	}
+}
+
+func TestAStreamOfAnotherSnapshotThanAskedForIsNeverReceived(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	if err := peer.fake.Create(context.Background(), "tank/csi/other", zfs.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.fake.Snapshot(context.Background(), "tank/csi/other@x", nil); err != nil {
+		t.Fatal(err)
+	}
+	peer.swap = "tank/csi/other@x"
+	h.server.UseTransfers(peer)
+	_, err := h.server.CreateVolume(context.Background(), remoteRequest("pvc-r", mountCapability("")))
+	if err == nil || !strings.Contains(err.Error(), "the peer sent a stream of") {
+		t.Errorf("CreateVolume: %v, want the lying peer's stream refused", err)
+	}
+	if n := len(peer.tokens()); n != 1 {
+		t.Errorf("asked the peer %d times; a refused stream is not asked for again", n)
+	}
+	if left := h.incomingLeft(); len(left) != 0 {
+		t.Errorf("left in the hidden container: %v", left)
 	}
 }

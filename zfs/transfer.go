@@ -135,25 +135,46 @@ func relayStream(stream io.Reader, w io.Writer, opts SendOptions) error {
 	if sent == nil {
 		sent = new(atomic.Uint64)
 	}
-	var first [recordSize]byte
-	if _, err := io.ReadFull(stream, first[:]); err != nil {
-		return fmt.Errorf("%w: %v", ErrStream, err)
-	}
 	if opts.Check != nil {
-		begin, err := ParseStreamBegin(first[:])
-		if err != nil {
-			return err
-		}
-		if err := opts.Check(begin); err != nil {
-			return fmt.Errorf("%w: %w", ErrRefusedStream, err)
-		}
+		stream = CheckStream(stream, opts.Check)
 	}
-	if _, err := w.Write(first[:]); err != nil {
-		return err
-	}
-	sent.Add(recordSize)
 	_, err := io.Copy(countingWriter{w: w, n: sent}, stream)
 	return err
+}
+
+// CheckStream is r, a send stream, read only once check has passed its
+// BEGIN record (ParseStreamBegin, which refuses a compound stream: one
+// that could carry properties and other datasets). Check's error, wrapped
+// in ErrRefusedStream, is the reader's first, and nothing of the stream
+// comes before. Both ends use it: the sender on what zfs send made of a
+// request, the receiver on what a peer sent before zfs receive reads it.
+func CheckStream(r io.Reader, check func(StreamBegin) error) io.Reader {
+	return &checkedStream{r: r, check: check}
+}
+
+type checkedStream struct {
+	r       io.Reader
+	check   func(StreamBegin) error
+	checked bool
+}
+
+func (c *checkedStream) Read(p []byte) (int, error) {
+	if !c.checked {
+		var first [recordSize]byte
+		if _, err := io.ReadFull(c.r, first[:]); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrStream, err)
+		}
+		begin, err := ParseStreamBegin(first[:])
+		if err != nil {
+			return 0, err
+		}
+		if err := c.check(begin); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrRefusedStream, err)
+		}
+		c.checked = true
+		c.r = io.MultiReader(bytes.NewReader(first[:]), c.r)
+	}
+	return c.r.Read(p)
 }
 
 type countingWriter struct {

@@ -262,6 +262,11 @@ func (f *Fake) Receive(ctx context.Context, name string, opts zfs.ReceiveOptions
 		return err
 	}
 	incoming := data.Bytes()
+	if len(incoming) < 312 && readErr != nil {
+		// zfs read too little to know what the stream is, and failed on
+		// it; Exec names the broken stream then.
+		return fmt.Errorf("zfs receive of %s: the stream broke off: %w", name, readErr)
+	}
 	if len(incoming) < 312 {
 		return f.receiveFailed(name, "invalid stream (bad magic number)", zfs.ErrInvalid, readErr)
 	}
