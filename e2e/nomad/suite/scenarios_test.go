@@ -29,6 +29,8 @@ func TestNomad(t *testing.T) {
 		{"Forwarding", testForwarding, false},
 		{"Volumes", testVolumes, false},
 		{"SnapshotRestoreExpand", testSnapshotRestoreExpand, false},
+		{"RestoreAcrossNodes", testRestoreAcrossNodes, false},
+		{"MoveAcrossNodes", testMoveAcrossNodes, false},
 		{"Restart", testRestart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
