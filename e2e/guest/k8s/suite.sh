@@ -84,8 +84,23 @@ step_driver() {
 	set_option ZFS_CSI_KUBERNETES true
 	set_option ZFS_CSI_NODE_ID "$NODE"
 	set_option ZFS_CSI_LOG_LEVEL debug
+	peer_channel || return 1
 	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
 	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
+}
+
+# peer_channel configures the daemons' peer channel (issue 38) with the
+# certificates host.sh made: each node serves the other at port 7443 of its
+# link address, as the nodes' table gives them.
+peer_channel() {
+	local dir=/etc/zfs-csi/peer
+	install -d -m 0700 "$dir" &&
+		install -m 0600 "$K8S/peer/ca.pem" "$K8S/peer/$NODE.pem" "$K8S/peer/$NODE.key" "$dir/" || return 1
+	set_option ZFS_CSI_PEER_CERT "$dir/$NODE.pem"
+	set_option ZFS_CSI_PEER_KEY "$dir/$NODE.key"
+	set_option ZFS_CSI_PEER_CA "$dir/ca.pem"
+	set_option ZFS_CSI_PEER_LISTEN "$NODE_IP:7443"
+	set_option ZFS_CSI_PEERS "$(awk '{printf "%s%s=%s:7443", (NR > 1 ? "," : ""), $2, $3}' "$K8S/nodes")"
 }
 
 step_containerd() {
