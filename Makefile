@@ -3,26 +3,40 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 ZFS_VERSION ?= 2.3
 export ZFS_VERSION
 
-# helm for the chart's tests (packaging/helm, packaging/kubernetes/helm_test.go),
-# pinned and built from the Go module proxy into out/tools on first use.
+# helm, pinned, built from the Go module proxy into out/tools on first use:
+# make chart and make e2e-k8s run it. make test does not build it: the chart's
+# tests (packaging/kubernetes/helm_test.go, packaging/checks) run helm
+# template, lint, package and show chart through $(HELMTOOL), helm's Go
+# packages at HELM_VERSION (packaging/checks/go.mod pins the same; a test
+# holds the two equal), which builds in a fraction of helm's cold build.
 HELM_VERSION := v3.19.2
 HELM := out/tools/helm-$(HELM_VERSION)
+HELMTOOL := out/tools/helmtool
 
 .PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s e2e-k8s-conformance e2e-nomad bench
 
 # A static, stripped binary (-s -w: no symbol table or DWARF).
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
+# -trimpath as the packages' builds (deb rpm below), so that the amd64 one
+# reuses this build's compiled packages instead of compiling them again.
 build:
-	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o out/zfs-csi .
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o out/zfs-csi .
 
 # The packages are built and linted before the Go tests: lint-packages
 # installs lintian, rpmlint and rpm when missing, and packaging/versions_test.go
 # compares versions with dpkg's and rpm's rules.
-test: $(HELM)
-	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages && HELM='$(CURDIR)/$(HELM)' go test ./...
-	cd packaging/checks && go vet ./... && HELM='$(CURDIR)/$(HELM)' go test ./...
+test:
+	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages helmtool && HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
+	cd packaging/checks && go vet ./... && HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
 	cd e2e/k8s && go vet ./... && go test ./...
+
+# Rebuilt on every make test (go's cache makes that a link at most), so it
+# never lags behind packaging/checks/go.mod.
+.PHONY: helmtool
+helmtool:
+	mkdir -p out/tools
+	cd packaging/checks && go build -o '$(CURDIR)/$(HELMTOOL)' ./helmtool
 
 
 .PHONY: helm chart

@@ -13,12 +13,18 @@ command -v rpmlint >/dev/null || need+=(rpmlint)
 command -v rpm >/dev/null || need+=(rpm)
 command -v rpm2cpio >/dev/null || need+=(rpm2cpio)
 command -v cpio >/dev/null || need+=(cpio)
+# Without recommends: on Debian 12's base 226 packages (74 MB to download,
+# 272 MB installed) instead of 357 (161 MB, 590 MB): compilers, X and image
+# libraries, dbus. No check is lost: lintian recommends nothing itself, and
+# of rpmlint's recommends rpm is named here, groff-base comes with man-db
+# (lintian depends on it), and appstream-util would only validate AppStream
+# metadata, which the packages do not ship.
 if ((${#need[@]})); then
 	echo "lint.sh: installing ${need[*]} from Debian"
 	sudo=()
 	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
 	"${sudo[@]}" apt-get update -q >/dev/null || echo "lint.sh: apt-get update reported errors; trying the install anyway"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # elf_machine prints the e_machine of an ELF file (62 x86-64, 183 aarch64).

@@ -125,9 +125,9 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 	}
 	helm := os.Getenv("HELM")
 	if helm == "" {
-		found, _ := filepath.Glob("../../out/tools/helm-*")
+		found, _ := filepath.Glob("../../out/tools/helm*")
 		if len(found) == 0 {
-			t.Fatal("no helm: run make helm (make test does), or set HELM")
+			t.Fatal("no helm: run make test (it builds out/tools/helmtool), or set HELM")
 		}
 		helm = found[len(found)-1]
 	}

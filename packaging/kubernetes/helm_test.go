@@ -16,16 +16,17 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// helm is the helm binary the Makefile builds (make helm; make test builds it
-// first), or $HELM.
+// helm is $HELM (make test sets it to out/tools/helmtool: helm's Go packages
+// behind the commands these tests run, packaging/checks/helmtool), else the
+// helmtool or the helm binary make has left in out/tools.
 func helm(t *testing.T) string {
 	t.Helper()
 	if path := os.Getenv("HELM"); path != "" {
 		return path
 	}
-	found, _ := filepath.Glob("../../out/tools/helm-*")
+	found, _ := filepath.Glob("../../out/tools/helm*")
 	if len(found) == 0 {
-		t.Fatal("no helm: run make helm (make test does), or set HELM")
+		t.Fatal("no helm: run make test (it builds out/tools/helmtool), or set HELM")
 	}
 	absolute, err := filepath.Abs(found[len(found)-1])
 	if err != nil {
