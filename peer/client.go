@@ -54,6 +54,9 @@ func (c *Client) Dial(ctx context.Context, nodeID string) (*grpc.ClientConn, err
 		grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.lazyClientTLS(nodeID))),
 		grpc.WithContextDialer(dialFirst(addresses)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),
+		// A stream is mostly one way and large: a window of a few
+		// messages keeps the sender going while the receiver writes.
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow),
 	)
 	if err != nil {
 		return nil, err

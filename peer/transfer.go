@@ -35,8 +35,13 @@ const (
 	fieldResumeToken  = "resume_token"
 )
 
-// chunkSize is how much of a stream one message carries.
-const chunkSize = 1 << 20
+// chunkSize is how much of a stream one message carries; streamWindow is
+// the HTTP/2 flow-control window of the pulling side: a few messages in
+// flight instead of gRPC's 64 KiB start.
+const (
+	chunkSize    = 1 << 20
+	streamWindow = 8 << 20
+)
 
 // streamWait is how long a request waits for a free stream before it is
 // refused with RESOURCE_EXHAUSTED (the receiver retries later).

@@ -28,7 +28,14 @@ type twoNodes struct {
 	client *peer.Client
 }
 
-func newTwoNodes(t *testing.T, maxStreams int) twoNodes {
+func newTwoNodes(t testing.TB, maxStreams int) twoNodes {
+	t.Helper()
+	return newTwoNodesServing(t, maxStreams, func(fake *zfstest.Fake) zfs.Interface { return fake })
+}
+
+// newTwoNodesServing is newTwoNodes with node-a's transfers served over
+// serving's view of its fake pool.
+func newTwoNodesServing(t testing.TB, maxStreams int, serving func(*zfstest.Fake) zfs.Interface) twoNodes {
 	t.Helper()
 	ca := peertest.NewCA(t, "cluster")
 	aFiles, bFiles := ca.Node(t, "a", peer.NodeURIPrefix+"node-a"), ca.Node(t, "b", peer.NodeURIPrefix+"node-b")
@@ -38,7 +45,7 @@ func newTwoNodes(t *testing.T, maxStreams int) twoNodes {
 	}
 	server := peer.NewServer(peer.Config{NodeID: "node-a", CertFile: aFiles.Cert, KeyFile: aFiles.Key, CAFile: aFiles.CA}, zerolog.Nop())
 	cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
-	peer.NewTransfer(cfg, nodes.a, maxStreams).Register(server)
+	peer.NewTransfer(cfg, serving(nodes.a), maxStreams).Register(server)
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	mustDo(t, err)
 	go func() { _ = server.ServeOn(listener) }()
@@ -49,7 +56,7 @@ func newTwoNodes(t *testing.T, maxStreams int) twoNodes {
 	return nodes
 }
 
-func mustDo(t *testing.T, err error) {
+func mustDo(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +64,7 @@ func mustDo(t *testing.T, err error) {
 }
 
 // volume makes a volume of the driver's on a with a CSI snapshot.
-func volume(t *testing.T, fake *zfstest.Fake, dataset string, opts zfs.CreateOptions) {
+func volume(t testing.TB, fake *zfstest.Fake, dataset string, opts zfs.CreateOptions) {
 	t.Helper()
 	if opts.Properties == nil {
 		opts.Properties = map[string]string{}
