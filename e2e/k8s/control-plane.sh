@@ -79,6 +79,7 @@ cp_start() {
 		--service-cluster-ip-range=10.0.0.0/24 \
 		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
 		--allow-privileged=true \
+		--feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true \
 		--kubelet-preferred-address-types=Hostname \
 		--kubelet-client-certificate="$CP_PKI/admin.crt" --kubelet-client-key="$CP_PKI/admin.key"
 	cp_wait_ready 120 || return 1

@@ -57,6 +57,13 @@ k8s_prepare() {
 	mkdir -p "$dir/manifests/snapshots"
 	cp "$REPO"/packaging/kubernetes/*.yaml "$dir/manifests/"
 	cp "$REPO"/packaging/kubernetes/snapshots/*.yaml "$dir/manifests/snapshots/"
+	# What users apply apart (group snapshots, the encryption opt-in): beside
+	# the manifests, applied by the scenarios that need them.
+	local optional
+	for optional in groupsnapshots encryption; do
+		mkdir -p "$dir/optional/$optional"
+		cp "$REPO/packaging/kubernetes/$optional"/*.yaml "$dir/optional/$optional/"
+	done
 	# The chart, rendered here (helm is built for make test) with values that
 	# are not its defaults; scenario Chart installs it in place of the manifests.
 	make -s -C "$REPO" helm >&2 || die "cannot build helm (make helm)"
@@ -65,7 +72,9 @@ k8s_prepare() {
 	# In namespace zfs-csi-chart, on a cluster with the snapshot API and this
 	# Kubernetes version (what helm install would learn from the cluster).
 	"$helm" template zfs-csi "$REPO/packaging/helm/zfs-csi" --namespace zfs-csi-chart --values "$K8S_DIR/helm-values.yaml" \
-		--api-versions snapshot.storage.k8s.io/v1 --kube-version "$K8S_VERSION" >"$dir/chart.yaml" ||
+		--api-versions snapshot.storage.k8s.io/v1 --api-versions groupsnapshot.storage.k8s.io/v1 \
+		--api-versions admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy \
+		--kube-version "$K8S_VERSION" >"$dir/chart.yaml" ||
 		die "helm template of packaging/helm/zfs-csi failed"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
 	k8s_addons "$dir/addons" "$tag"
