@@ -44,8 +44,10 @@ func testScheduling(t *testing.T, e *env) {
 	e.onNode(t, onB+"-reader", b)
 	e.deletePod(t, onB+"-reader")
 
-	// A restore of a snapshot taken on A lands on A, wherever the scheduler
-	// first tries it.
+	// A restore of a snapshot taken on A: without the daemons' peer
+	// channel it lands on A, wherever the scheduler first tries it (B's
+	// daemon refuses, the claim is rescheduled); with it, where the
+	// scheduler puts it, B pulling the snapshot from A (docs/across-nodes.md).
 	onA := "sched-on-a"
 	e.written(t, onA, c, "token-of-"+onA) // e.pod pins the writer to A
 	srcDS := e.dataset(t, e.boundPV(t, onA))
@@ -60,9 +62,18 @@ func testScheduling(t *testing.T, e *env) {
 	if got != "token-of-"+onA {
 		t.Errorf("the restore of %s's snapshot read %q", a, got)
 	}
-	e.onNode(t, restore+"-reader", a)
-	e.checkPVNode(t, e.boundPV(t, restore), a)
-	t.Logf("the restore landed on %s after %s; its claim's events: %s", a, time.Since(start).Round(time.Second), e.events(restore))
+	landed := a
+	if peerChannel(t) {
+		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), restore+"-reader", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		landed = p.Spec.NodeName
+	}
+	e.onNode(t, restore+"-reader", landed)
+	e.checkPVNode(t, e.boundPV(t, restore), landed)
+	t.Logf("the restore of %s's snapshot landed on %s after %s (peer channel %v); its claim's events: %s",
+		a, landed, time.Since(start).Round(time.Second), peerChannel(t), e.events(restore))
 	e.deletePod(t, restore+"-reader")
 	e.deletePVC(t, restore, "")
 	e.deleteSnapshot(t, snap)
@@ -152,4 +163,20 @@ func (e *env) publishedCapacity(class, node string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no CSIStorageCapacity of %s for %s", class, node)
+}
+
+// peerChannel reports whether this node's daemon is configured to reach the
+// other nodes' daemons (ZFS_CSI_PEER_LISTEN in its configuration file).
+func peerChannel(t *testing.T) bool {
+	t.Helper()
+	data, err := os.ReadFile("/etc/default/zfs-csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), "ZFS_CSI_PEER_LISTEN="); ok {
+			return strings.Trim(value, `"'`) != ""
+		}
+	}
+	return false
 }
