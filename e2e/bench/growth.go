@@ -336,7 +336,8 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 			return append(rows, durationRow("9", at("daemon start → READY=1"), c.start), durationRow("9", at("reaper pass per volume"), perVolume(c.pass.driver, level)))
 		}
 		return append(rows, compare("9", at("daemon start → READY=1")+" vs the first level", c.start, base.start, 1.2),
-			compare("9", at("reaper pass per volume")+" vs the first level", perVolume(c.pass.driver, level), perVolume(base.pass.driver, base.level), 1.2))
+			compare("9", at("reaper pass per volume")+" vs the first level", perVolume(c.pass.driver, level), perVolume(base.pass.driver, base.level), 1.2),
+			c.listPerVolume(base))
 	}
 	rows := []row{
 		c.page.row(at("ListVolumes one page vs its zfs commands")),
@@ -368,7 +369,17 @@ func (c *levelCosts) rows(level int, base *levelCosts) []row {
 		}
 		rows = append(rows, compare("9", at(f.what)+" vs the first level", f.now, f.first, 1.2))
 	}
+	if base != nil {
+		rows = append(rows, c.listPerVolume(base))
+	}
 	return append(rows, memoryRow("9", at("daemon peak RSS (VmHWM)"), []uint64{c.peak}, 64<<20))
+}
+
+// listPerVolume shows how ZFS's own cost of the pass's commands grows per
+// volume (no target): what of the pass's growth is not the driver's.
+func (c *levelCosts) listPerVolume(base *levelCosts) row {
+	return compare("9", fmt.Sprintf("the reaper pass's zfs commands per volume, %d volumes, vs the first level", c.level),
+		perVolume(c.pass.bare, c.level), perVolume(base.pass.bare, base.level), 0)
 }
 
 // listingLimit bounds one listing at a level: the bench's per-call limit,
