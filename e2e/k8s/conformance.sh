@@ -48,7 +48,7 @@ conf_prepare() {
 			esac || die "cannot write image $ref"
 		fi
 		ln -f "$file" "$dir/images/" 2>/dev/null || cp "$file" "$dir/images/"
-	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '/(busybox|agnhost|pause):')
+	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '^registry\.k8s\.io/(e2e-test-images/)?(busybox|agnhost|pause):')
 	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
 	rm -rf "$CONF_OUT"
 	mkdir -p "$CONF_OUT"
