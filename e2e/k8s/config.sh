@@ -23,8 +23,9 @@ snapshot_controller_image() { echo "registry.k8s.io/sig-storage/snapshot-control
 # The cluster's two nodes, one ZFS guest each (guest a boots as run.sh's first
 # guest, b as its peer): role, node name, address on the link between the
 # guests (--node-ip), kubelet port, pod subnet. The kubelet port is forwarded
-# from the same port on the host's loopback; the apiserver, which resolves the
-# node names to 127.0.0.1 (cp_start), reaches each kubelet there.
+# from the same port on the host's own address (k8s_host_ip); the apiserver,
+# which resolves the node names to that address (cp_start), reaches each
+# kubelet there.
 K8S_NODES=(
 	"a zfs-csi-e2e 192.168.77.1 30250 10.88.1.0/24"
 	"b zfs-csi-e2e-b 192.168.77.2 30251 10.88.2.0/24"
@@ -40,4 +41,13 @@ k8s_node() {
 		return
 	done
 	return 1
+}
+
+# k8s_host_ip prints the host's own IPv4 address (its default route's source):
+# where qemu forwards the kubelets' ports and the apiserver dials them. Not
+# 127.0.0.1: the apiserver refuses to proxy to a loopback or link-local
+# address ("address not allowed"), and kubelet's logs, exec and port-forward
+# go through that proxy.
+k8s_host_ip() {
+	ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p'
 }

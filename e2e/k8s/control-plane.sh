@@ -6,12 +6,14 @@
 # 10.0.2.2:6443 through qemu's user network.
 #
 # The apiserver reaches the kubelets (exec, logs, port-forward) through qemu's
-# forwards of their ports to the host's loopback (K8S_NODES in config.sh). It
-# dials a node's preferred address at the port the node reports
-# (status.daemonEndpoints); the address is the node's Hostname, its name, which
-# only the apiserver resolves to 127.0.0.1: it runs in a mount namespace of its
-# own where /etc/hosts is a copy with the nodes added. kubelet refuses a
-# loopback --node-ip, and the host's resolver stays untouched.
+# forwards of their ports from the host's own address (K8S_NODES and
+# k8s_host_ip in config.sh). It dials a node's preferred address at the port
+# the node reports (status.daemonEndpoints); the address is the node's
+# Hostname, its name, which only the apiserver resolves to the host's address:
+# it runs in a mount namespace of its own where /etc/hosts is a copy with the
+# nodes added. The nodes' own addresses are on the guests' link, which the
+# host cannot reach; kubelet refuses a loopback --node-ip, the apiserver a
+# loopback proxy target; and the host's resolver stays untouched.
 #
 # Sourced by e2e/run.sh (mode k8s): cp_start DIR BINDIR PKIDIR, cp_stop.
 # Every process logs to DIR/<name>.log; cp_stop ends them all.
@@ -42,13 +44,15 @@ cp_wait_ready() {
 }
 
 # cp_hosts prints the apiserver's /etc/hosts: the host's, and every node's
-# name at 127.0.0.1, where its kubelet's port is forwarded.
+# name at the host's address, where its kubelet's port is forwarded.
 cp_hosts() {
-	local line role name rest
+	local line role name rest ip
+	ip="$(k8s_host_ip)"
+	[[ -n $ip ]] || return 1
 	cat /etc/hosts
 	for line in "${K8S_NODES[@]}"; do
 		read -r role name rest <<<"$line"
-		echo "127.0.0.1 $name"
+		echo "$ip $name"
 	done
 }
 
@@ -66,7 +70,7 @@ cp_start() {
 		--initial-cluster e2e=http://127.0.0.1:32380
 	# 10.0.2.2 is the host as the guest sees it: the "kubernetes" Service's
 	# endpoint, which kube-proxy in the guest sends pods to.
-	cp_hosts >"$CP_DIR/hosts"
+	cp_hosts >"$CP_DIR/hosts" || die "the host has no IPv4 address of its own for the kubelets"
 	cp_spawn kube-apiserver unshare --mount --propagation private \
 		sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$CP_DIR/hosts" \
 		"$CP_BIN/kube-apiserver" \

@@ -90,9 +90,12 @@ k8s_prepare() {
 
 # k8s_node_net ROLE prints the qemu arguments of a node's user network: the
 # host (the apiserver) at 10.0.2.2, and the node's kubelet port forwarded from
-# the same port on the host's loopback, where the apiserver dials it.
+# the same port on the host's own address, where the apiserver dials it. The
+# kubelet there answers only clients with a certificate of the cluster's CA.
 k8s_node_net() {
-	local port
+	local port ip
 	port="$(k8s_node "$1" port)"
-	echo "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:$port-:$port -device virtio-net-pci,netdev=net0,mac=52:54:00:e2:e1:0$1"
+	ip="$(k8s_host_ip)"
+	[[ -n $ip ]] || die "the host has no IPv4 address of its own (ip route get) to forward the kubelets' ports from"
+	echo "-netdev user,id=net0,hostfwd=tcp:$ip:$port-:$port -device virtio-net-pci,netdev=net0,mac=52:54:00:e2:e1:0$1"
 }
