@@ -115,7 +115,8 @@ func testMoveAcrossNodes(t *testing.T, e *env) {
 
 	// Nomad takes the moved volume over: registered with the ID the final
 	// round printed, on this node; the old one goes from Nomad.
-	must(t, "nomad", "volume", "deregister", "-force", id)
+	// Its claims are released already (-force would ask to confirm).
+	must(t, "nomad", "volume", "deregister", id)
 	register := e.registerSpec(t, moved, final.Volume.VolumeID, final.Volume.VolumeContext)
 	must(t, "nomad", "volume", "register", register)
 	placed, after := e.runJob(t, e.workload(t, moved+"-sum", moved, false, sums), moved+"-sum")
