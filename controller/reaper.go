@@ -118,9 +118,10 @@ func (s *Server) RunReaper(ctx context.Context, interval time.Duration) {
 // and snapshots (and fills the snapshot index from it): what a daemon that
 // stopped halfway may have left anywhere.
 func (s *Server) Sweep(ctx context.Context) error {
-	s.watch.take() // the listing sees their snapshots too
+	watched := s.watch.take() // the listing sees their snapshots too
 	rows, err := s.listParents(ctx)
 	if err != nil {
+		s.watch.add(watched...)
 		return err
 	}
 	var volumes, snapshots []zfs.Dataset
@@ -148,7 +149,7 @@ func (s *Server) Reap(ctx context.Context) error {
 		s.watch.add(watched...)
 		return err
 	}
-	roots := watched
+	roots := slices.Clone(watched)
 	for _, row := range volumes {
 		if s.owner.DeletedVolume(row) && !slices.Contains(watched, row.Name) {
 			roots = append(roots, row.Name)

@@ -262,6 +262,32 @@ func TestTheSweepRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
 	}
 }
 
+// A sweep that could not list keeps what passes were told to look at.
+func TestASweepThatFailsKeepsWhatItWatches(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	source := h.create(createRequest("source", 1<<30, mountCapability("")))
+	h.fake.FailNext("Destroy", nil) // the received snapshot goes
+	h.fake.FailNext("Destroy", fmt.Errorf("zfs destroy: %w", zfs.ErrBusy))
+	copyRequest := fromVolume(createRequest("copy", 1<<30, mountCapability("")), source.GetVolumeId())
+	copyRequest.Parameters = map[string]string{ParamSourceMode: "copy"}
+	h.create(copyRequest)
+	leftovers := internalSnapshotsOf(h, datasetOf(t, source.GetVolumeId()))
+	if len(leftovers) != 1 {
+		t.Fatalf("internal snapshots left %v, want one", leftovers)
+	}
+	h.fake.FailNext("List", errors.New("zfs list: interrupted"))
+	if err := h.server.Sweep(ctx); err == nil {
+		t.Fatal("the sweep reported no failure")
+	}
+	if err := h.server.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h.fake.Exists(leftovers[0]) {
+		t.Errorf("%s left after a failed sweep and a pass", leftovers[0])
+	}
+}
+
 // A reaper pass that could not destroy an internal snapshot it was told to
 // look at, or found its volume busy, looks again at the next.
 func TestAReaperPassLooksAgainAtWhatItCouldNotDestroy(t *testing.T) {
