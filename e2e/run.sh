@@ -177,6 +177,7 @@ peer_start() {
 	local deadline=$((SECONDS + 30)) hex
 	hex="$(printf '%04X' "$PEER_LINK_PORT")"
 	until awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" {found=1} END {exit !found}' /proc/net/tcp; do
+		kill -0 "$PEER_PID" 2>/dev/null || die "the second guest's qemu ended: $(head -c 500 "$E2E_OUT/console-b.log" 2>/dev/null)"
 		((SECONDS < deadline)) || die "the second guest's qemu does not listen on $PEER_LINK_PORT"
 		sleep 0.5
 	done
