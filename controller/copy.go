@@ -32,6 +32,9 @@ const copyDeadline = 24 * time.Hour
 type copyJobs struct {
 	mu     sync.Mutex
 	jobs   map[string]*copyJob
+	// failed are pulls that ended in an error no call was waiting for
+	// (remote.go): the next call for the name gets it, once.
+	failed map[string]error
 	base   context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -92,6 +95,25 @@ func (c *copyJobs) start(name, source, dataset string, work func(ctx context.Con
 		close(job.done)
 	}()
 	return job
+}
+
+// fail keeps a pull's error for the next call of its name.
+func (c *copyJobs) fail(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed == nil {
+		c.failed = map[string]error{}
+	}
+	c.failed[name] = err
+}
+
+// takeFailure is the error fail kept for name, forgotten once taken.
+func (c *copyJobs) takeFailure(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.failed[name]
+	delete(c.failed, name)
+	return err
 }
 
 // stop ends every copy under way and waits for them: zfs discards a

@@ -139,6 +139,10 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 		if err != nil && (status.Code(err) == codes.Aborted || ctx.Err() != nil) {
 			return nil, err
 		}
+		if err != nil && plan.remote {
+			s.copies.takeFailure(plan.name) // this call answers it
+			return nil, err
+		}
 		copied = err == nil
 	}
 	release, err := s.inflight.Acquire(s.createLocks(plan)...)

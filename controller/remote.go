@@ -64,6 +64,12 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
 	}
+	if err := s.copies.takeFailure(plan.name); err != nil {
+		// The last pull failed with no call waiting: its error is this
+		// call's answer (a certificate refused, a source gone), and the
+		// next call tries again.
+		return nil, err
+	}
 	dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, generation)
 	var made zfs.Dataset
 	job := s.copies.start(plan.name, plan.sourceID, dataset, func(ctx context.Context, received *atomic.Uint64) error {
@@ -79,6 +85,9 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 				driver.Bounded(plan.sourceID), s.pullIdle)
 		}
 		made = row
+		if err != nil && status.Code(err) != codes.Aborted {
+			s.copies.fail(plan.name, err)
+		}
 		return err
 	})
 	handedOver, err := job.await(ctx, locks.release)
@@ -86,6 +95,9 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 		locks.take()
 	}
 	if err != nil {
+		if status.Code(err) != codes.Aborted && ctx.Err() == nil {
+			s.copies.takeFailure(plan.name) // this call answers it
+		}
 		return nil, err
 	}
 	return &csi.CreateVolumeResponse{Volume: s.csiVolume(made)}, nil

@@ -38,6 +38,9 @@ type peerNode struct {
 	// swap, when set, is the snapshot sent whatever was asked for: a peer
 	// that lies.
 	swap string
+	// refusal, when set, is every Open's answer, after delay.
+	refusal error
+	delay   time.Duration
 }
 
 const remoteSnapshot = "node-b:tank/csi/src@snap-1"
@@ -109,6 +112,12 @@ func (p *peerNode) Conn(_ context.Context, nodeID string) (grpc.ClientConnInterf
 func (p *peerNode) Open(ctx context.Context, req driver.TransferRequest) (io.ReadCloser, error) {
 	p.mu.Lock()
 	p.requests = append(p.requests, req)
+	if p.refusal != nil {
+		refusal, delay := p.refusal, p.delay
+		p.mu.Unlock()
+		time.Sleep(delay)
+		return nil, refusal
+	}
 	cut, stall := p.breakAfter, p.stall
 	p.breakAfter, p.stall = 0, false
 	p.mu.Unlock()
@@ -423,5 +432,31 @@ func TestAStreamOfAnotherSnapshotThanAskedForIsNeverReceived(t *testing.T) {
 	}
 	if left := h.incomingLeft(); len(left) != 0 {
 		t.Errorf("left in the hidden container: %v", left)
+	}
+}
+
+func TestAPullThatFailedWithNoCallWaitingIsTheNextCallsAnswer(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	peer.refusal, peer.delay = status.Error(codes.PermissionDenied, "the stream is refused"), 300*time.Millisecond
+	h.server.UseTransfers(peer)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
+		t.Fatalf("the first call: %v, want ABORTED while the pull runs", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.server.copies.running("pvc-r") != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pull did not end")
+		}
+	}
+	if _, err := h.server.CreateVolume(context.Background(), remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.PermissionDenied {
+		t.Errorf("the call after the pull failed: %v, want its PERMISSION_DENIED", err)
+	}
+	peer.mu.Lock()
+	peer.refusal = nil
+	peer.mu.Unlock()
+	if volume := h.create(remoteRequest("pvc-r", mountCapability(""))); volume.GetVolumeId() == "" {
+		t.Error("the next call did not pull again")
 	}
 }

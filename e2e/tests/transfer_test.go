@@ -32,6 +32,10 @@ type peerPair struct {
 	ca               *peertest.CA
 }
 
+// peerNodes are the node IDs the daemons of these tests take, beside
+// nodeID (datasetOf accepts their volume IDs).
+var peerNodes = map[string]bool{"node-a": true, "node-b": true, "node-c": true}
+
 const (
 	peerAddressA = "127.0.0.1:17441"
 	peerAddressB = "127.0.0.1:17442"
