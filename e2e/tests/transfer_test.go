@@ -131,7 +131,7 @@ func incomingLeft(t *testing.T, parent string) string {
 // `zfs send | zfs receive` of the same snapshot on the same host.
 func TestARestoreOfAnotherNodesSnapshotHoldsItsData(t *testing.T) {
 	p := startPeerPair(t)
-	const mib = 256
+	const mib = 128
 	source, want := copySource(t, p.a, "moving", mib)
 	snapshot := p.a.createSnapshot("moving-snap", source.GetVolumeId())
 
@@ -178,7 +178,7 @@ func TestARestoreOfAnotherNodesSnapshotHoldsItsData(t *testing.T) {
 // resume token when node-a is back, and the restore still holds the data.
 func TestARestoreWhoseSenderIsKilledMidStreamResumes(t *testing.T) {
 	p := startPeerPair(t)
-	const mib = 384
+	const mib = 256
 	source, want := copySource(t, p.a, "big", mib)
 	snapshot := p.a.createSnapshot("big-snap", source.GetVolumeId())
 	req := fromSnapshot("node-b", "big-restore", mib<<20, blockCap(), snapshot.GetSnapshotId())
@@ -279,7 +279,7 @@ zfs-csi ctl move-volume --final "$NEW_NAME" "$OLD_VOLUME_ID"`
 // stopped makes the volume and deletes the source.
 func TestAVolumeInUseMovesInRoundsAsTheDocsShow(t *testing.T) {
 	p := startPeerPair(t)
-	old := p.a.createVolume(volumeRequest("workload", 256<<20, mountCap(""), nil))
+	old := p.a.createVolume(volumeRequest("workload", 128<<20, mountCap(""), nil))
 	source := datasetOf(t, old.GetVolumeId())
 	dir := t.TempDir()
 	mustRun(t, "mount", "-t", "zfs", source, dir)
