@@ -30,8 +30,8 @@ const copyDeadline = 24 * time.Hour
 // made when it ends. A daemon that dies mid-copy loses nothing: zfs discards
 // a receive cut short, and the retry starts the copy again.
 type copyJobs struct {
-	mu     sync.Mutex
-	jobs   map[string]*copyJob
+	mu   sync.Mutex
+	jobs map[string]*copyJob
 	// failed are pulls that ended in an error no call was waiting for
 	// (remote.go): the next call for the name gets it, once.
 	failed map[string]error
