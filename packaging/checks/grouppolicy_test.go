@@ -22,18 +22,31 @@ const managedBy = "snapshot.storage.kubernetes.io/managed-by"
 // snapshot contents with their node.
 func labelPolicy(t *testing.T) *admissionv1beta1.MutatingAdmissionPolicy {
 	t.Helper()
-	data, err := os.ReadFile("../kubernetes/groupsnapshots/80-group-content-node.yaml")
+	var policy admissionv1beta1.MutatingAdmissionPolicy
+	decodeKind(t, "../kubernetes/groupsnapshots/80-group-content-node.yaml", "MutatingAdmissionPolicy", &policy)
+	return &policy
+}
+
+// decodeKind strictly decodes the first document of kind in a manifest file
+// into object.
+func decodeKind(t *testing.T, file, kind string, object any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, doc := range strings.Split(string(data), "\n---") {
-		var policy admissionv1beta1.MutatingAdmissionPolicy
-		if err := yaml.UnmarshalStrict([]byte(doc), &policy); err == nil && policy.Kind == "MutatingAdmissionPolicy" {
-			return &policy
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if yaml.Unmarshal([]byte(doc), &head) == nil && head.Kind == kind {
+			if err := yaml.UnmarshalStrict([]byte(doc), object); err != nil {
+				t.Fatalf("%s: %s: %v", file, kind, err)
+			}
+			return
 		}
 	}
-	t.Fatal("no MutatingAdmissionPolicy in 80-group-content-node.yaml")
-	return nil
+	t.Fatalf("no %s in %s", kind, file)
 }
 
 // evaluateWith runs one CEL expression with object and variables bound as

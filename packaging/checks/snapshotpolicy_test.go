@@ -1,7 +1,6 @@
 package checks
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -11,25 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 )
 
 // contentPolicy reads the shipped ValidatingAdmissionPolicy that refuses
 // contents no node's csi-snapshotter would see.
 func contentPolicy(t *testing.T) *admissionv1.ValidatingAdmissionPolicy {
 	t.Helper()
-	data, err := os.ReadFile("../kubernetes/snapshots/60-snapshot-policy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---") {
-		var policy admissionv1.ValidatingAdmissionPolicy
-		if err := yaml.UnmarshalStrict([]byte(doc), &policy); err == nil && policy.Kind == "ValidatingAdmissionPolicy" {
-			return &policy
-		}
-	}
-	t.Fatal("no ValidatingAdmissionPolicy in 60-snapshot-policy.yaml")
-	return nil
+	var policy admissionv1.ValidatingAdmissionPolicy
+	decodeKind(t, "../kubernetes/snapshots/60-snapshot-policy.yaml", "ValidatingAdmissionPolicy", &policy)
+	return &policy
 }
 
 // evaluate runs one CEL expression of the policy with object bound as the

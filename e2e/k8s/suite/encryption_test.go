@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,8 +88,5 @@ func testEncryption(t *testing.T, e *env) {
 	e.deletePVC(t, restore, restoreDS)
 	e.deleteSnapshot(t, snap)
 	e.deletePVC(t, src, "")
-	eventually(t, 4*time.Minute, "the reaper to destroy "+ds, func() (bool, error) {
-		out, err := run("zfs", "list", "-H", "-t", "all", "-o", "name", "-r", ds)
-		return err != nil && strings.Contains(out, "does not exist"), fmt.Errorf("still there: %s", out)
-	})
+	e.reaped(t, ds)
 }

@@ -214,6 +214,13 @@ func testDeleteWithSnapshot(t *testing.T, e *env) {
 	e.deletePod(t, restore+"-reader")
 	e.deletePVC(t, restore, "")
 	e.deleteSnapshot(t, snap)
+	e.reaped(t, ds)
+}
+
+// reaped waits for the reaper to destroy a deleted volume kept for its
+// snapshots, once they are gone.
+func (e *env) reaped(t *testing.T, ds string) {
+	t.Helper()
 	eventually(t, 4*time.Minute, "the reaper to destroy "+ds, func() (bool, error) {
 		out, err := run("zfs", "list", "-H", "-t", "all", "-o", "name", "-r", ds)
 		return err != nil && strings.Contains(out, "does not exist"), fmt.Errorf("still there: %s", out)
