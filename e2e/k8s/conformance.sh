@@ -40,7 +40,9 @@ conf_prepare() {
 		if [[ ! -f $file ]]; then
 			log "conformance image $ref"
 			case "$name" in
-			busybox) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
+			# nginx: "volumes should allow exec of files on the volume" runs
+			# only sh in it (first run: ImagePullBackOff without it).
+			busybox | nginx) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
 			# agnhost's subcommands run under sh -c in some tests.
 			agnhost) "$ociimage" -o "$file" -name "$ref" -entrypoint /agnhost -link-applets "$busybox" \
 				"/bin/busybox=$busybox" "/agnhost=$CONF_BIN/agnhost" ;;
@@ -48,7 +50,7 @@ conf_prepare() {
 			esac || die "cannot write image $ref"
 		fi
 		ln -f "$file" "$dir/images/" 2>/dev/null || cp "$file" "$dir/images/"
-	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '^registry\.k8s\.io/(e2e-test-images/)?(busybox|agnhost|pause):')
+	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '^registry\.k8s\.io/(e2e-test-images/)?(busybox|agnhost|pause|nginx):')
 	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
 	rm -rf "$CONF_OUT"
 	mkdir -p "$CONF_OUT"
