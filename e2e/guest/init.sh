@@ -41,6 +41,19 @@ mount_basics() {
 	hostname zfs-csi-e2e
 }
 
+# loopback_up brings lo up (the kernel gives it 127.0.0.1), as any booted host
+# has it: this init runs in place of systemd, and the image has no ip(8). The
+# two-daemon tests talk over the peer channel on 127.0.0.1.
+loopback_up() {
+	python3 -c '
+import fcntl, socket, struct
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH22x", b"lo", 0))[:18])[1]
+fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+'
+}
+
 # start_udev runs udevd so that zvols get their /dev/zvol/<pool>/<name> links;
 # the driver and the tests rely on those links exactly as on a real host.
 start_udev() {
@@ -71,6 +84,7 @@ main() {
 	mount_basics
 	mkdir -p "$RESULTS"
 	say "guest up $(cut -d' ' -f1 /proc/uptime) s after kernel start: kernel $(uname -r), $(nproc) CPUs, image $(tr '\n' ' ' </etc/zfs-csi-e2e-image)"
+	loopback_up || { fail "cannot bring the loopback interface up"; finish 2; }
 	start_udev || { fail "systemd-udevd did not start"; finish 2; }
 	load_zfs || finish 3
 	create_pool || { fail "zpool create failed"; finish 4; }
