@@ -280,9 +280,16 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 		s.dropIncoming(ctx, incoming, false)
 		return zfs.Dataset{}, status.Errorf(codes.InvalidArgument, "the content source %q %s", driver.Bounded(plan.sourceID), problem)
 	}
-	has := max(row.Referenced, row.VolSize)
-	if size < has {
-		size = has // the source's data is the least a volume made from it holds
+	// The least a volume made from the source holds: a filesystem's data,
+	// a zvol's volsize (its referenced counts metadata too and may pass
+	// volsize by less than a block, which no volsize can be).
+	has := row.Referenced
+	if plan.zvol {
+		has = row.VolSize
+	}
+	size = max(size, has)
+	if block := row.VolBlockSize; plan.zvol && block > 0 {
+		size = (size + block - 1) / block * block // the received zvol keeps the source's block size
 	}
 	grow := sourceGrowth(plan, row.VolSize, size)
 	if !plan.zvol {

@@ -45,6 +45,10 @@ type peerNode struct {
 
 const remoteSnapshot = "node-b:tank/csi/src@snap-1"
 
+// zvolMetadata is what a zvol written whole references beyond its volsize
+// in the fake: any amount that is not a multiple of its block size.
+const zvolMetadata = 40 << 10
+
 func newPeerNode(t *testing.T, props driver.UserProps, opts zfs.CreateOptions) *peerNode {
 	t.Helper()
 	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
@@ -61,10 +65,16 @@ func newPeerNode(t *testing.T, props driver.UserProps, opts zfs.CreateOptions) *
 			t.Fatal(err)
 		}
 	}
-	if opts.VolSize == 0 {
-		if err := fake.Write("tank/csi/src", 3<<20); err != nil {
-			t.Fatal(err)
-		}
+	// A filesystem with 3 MiB of data; a zvol written whole, which on
+	// ZFS references more than its volsize (its metadata counts too: a
+	// restore sized by referenced failed in the guest with "'volsize' must
+	// be a multiple of volume block size").
+	written := uint64(3 << 20)
+	if opts.VolSize != 0 {
+		written = opts.VolSize + zvolMetadata
+	}
+	if err := fake.Write("tank/csi/src", written); err != nil {
+		t.Fatal(err)
 	}
 	if err := fake.Snapshot(ctx, "tank/csi/src@snap-1", map[string]string{props.SnapshotName: "snap-1"}); err != nil {
 		t.Fatal(err)
@@ -458,5 +468,35 @@ func TestAPullThatFailedWithNoCallWaitingIsTheNextCallsAnswer(t *testing.T) {
 	peer.mu.Unlock()
 	if volume := h.create(remoteRequest("pvc-r", mountCapability(""))); volume.GetVolumeId() == "" {
 		t.Error("the next call did not pull again")
+	}
+}
+
+func TestAZvolPulledAtItsSourcesSizeTakesTheSourcesVolsize(t *testing.T) {
+	h := newHarness(t)
+	const volsize = 4 << 20
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{VolSize: volsize})
+	h.server.UseTransfers(peer)
+	req := remoteRequest("pvc-z", blockCapability())
+	req.CapacityRange = &csi.CapacityRange{RequiredBytes: volsize}
+	volume := h.create(req)
+	if volume.GetCapacityBytes() != volsize {
+		t.Errorf("capacity %d, want the source's volsize %d", volume.GetCapacityBytes(), volsize)
+	}
+	row := h.dataset(strings.TrimPrefix(volume.GetVolumeId(), testNode+":"))
+	if row.Type != zfs.Volume || row.VolSize != volsize {
+		t.Errorf("the pulled zvol: type %s, volsize %d, want %d", row.Type, row.VolSize, volsize)
+	}
+}
+
+func TestAZvolPulledTakesItsSizeInTheSourcesBlocks(t *testing.T) {
+	h := newHarness(t)
+	const volsize, block = 4 << 20, 64 << 10
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{VolSize: volsize, Properties: map[string]string{"volblocksize": strconv.Itoa(block)}})
+	h.server.UseTransfers(peer)
+	req := remoteRequest("pvc-z", blockCapability())
+	req.CapacityRange = &csi.CapacityRange{RequiredBytes: volsize + 16<<10}
+	volume := h.create(req)
+	if want := int64(volsize + block); volume.GetCapacityBytes() != want {
+		t.Errorf("capacity %d, want %d: the request rounded up to the source's %d-byte blocks", volume.GetCapacityBytes(), want, block)
 	}
 }
