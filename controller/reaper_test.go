@@ -232,15 +232,7 @@ func TestAReaperPassThatFailsKeepsWhatItWatches(t *testing.T) {
 		if err := h.server.Reap(ctx); err == nil {
 			t.Fatal("the pass reported no failure")
 		}
-		if !h.fake.Exists(leftovers[0]) {
-			t.Fatal("a failed pass destroyed")
-		}
-		if err := h.server.Reap(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if h.fake.Exists(leftovers[0]) {
-			t.Errorf("listing %d failed once: %s left after the next pass", failing, leftovers[0])
-		}
+		h.leftByAFailedPassGoesWithTheNext(ctx, leftovers[0], fmt.Sprintf("listing %d failed once", failing))
 	}
 }
 
@@ -317,15 +309,7 @@ func TestAReaperPassLooksAgainAtWhatItCouldNotDestroy(t *testing.T) {
 				t.Fatal("the pass reported no failure")
 			}
 		}
-		if !h.fake.Exists(leftovers[0]) {
-			t.Fatal("gone in the pass that could not destroy it")
-		}
-		if err := h.server.Reap(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if h.fake.Exists(leftovers[0]) {
-			t.Errorf("busy %v: %s left after the next pass", busy, leftovers[0])
-		}
+		h.leftByAFailedPassGoesWithTheNext(ctx, leftovers[0], fmt.Sprintf("busy %v", busy))
 	}
 }
 
@@ -387,5 +371,20 @@ func waitFor(t *testing.T, what string, done func() bool) {
 			t.Fatalf("waited 10 s for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// leftByAFailedPassGoesWithTheNext checks that a pass that failed (how: why)
+// left name in place, and that the next pass removes it.
+func (h *harness) leftByAFailedPassGoesWithTheNext(ctx context.Context, name, why string) {
+	h.t.Helper()
+	if !h.fake.Exists(name) {
+		h.t.Fatalf("%s: %s gone in the pass that failed", why, name)
+	}
+	if err := h.server.Reap(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	if h.fake.Exists(name) {
+		h.t.Errorf("%s: %s left after the next pass", why, name)
 	}
 }
