@@ -6,9 +6,12 @@
 #   sed "s/@NODE@/$NODE/" volume-from-snapshot.hcl | nomad volume create -
 #
 # Put the ID the snapshot list shows in snapshot_id ("<node>:<dataset>@<snapshot>";
-# the one below is only an example). The clone stays on the snapshot's node
-# (a snapshot lives in its volume's pool); parameters { sourceMode = "copy" }
-# would make an independent copy (zfs send | zfs receive) instead.
+# the one below is only an example). On the snapshot's node the restore is a
+# clone (parameters { sourceMode = "copy" } would make an independent copy
+# with zfs send | zfs receive instead). With the daemons' peer channel
+# configured (docs/across-nodes.md), a topology naming another node makes
+# that node pull the snapshot over the channel: `nomad volume create` then
+# answers "Aborted" with the progress until it is whole; run it again.
 id        = "pg-data-restore"
 name      = "pg-data-restore"
 type      = "csi"
