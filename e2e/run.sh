@@ -127,7 +127,7 @@ boot_guest() {
 	truncate -s "$GUEST_POOL_SIZE" "$work/pool.img"
 
 	local -a qemu=(
-		qemu-system-x86_64 -accel tcg,thread=multi -cpu max
+		qemu-system-x86_64 -accel tcg,thread=multi -cpu "${E2E_QEMU_CPU:-max}"
 		-smp "$GUEST_CPUS" -m "$GUEST_MEMORY"
 		-nodefaults -no-user-config -display none -no-reboot
 		-serial stdio -monitor none

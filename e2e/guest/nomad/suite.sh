@@ -215,7 +215,7 @@ step_scenarios() {
 	local args=(-test.v -test.timeout 80m)
 	[[ -s $NOMAD/go-test-run ]] && args+=(-test.run "$(cat "$NOMAD/go-test-run")")
 	(cd "$WORK" && NOMAD_TOKEN="$(cat "$MANAGEMENT_TOKEN_FILE")" ZFS_CSI_E2E_NOMAD_SPECS="$NOMAD/specs" ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER=node-b \
-		ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_PEER_RESULTS="$SHARE/results/b" \
+		ZFS_CSI_E2E_PEER_ADDRESS=192.168.77.2 ZFS_CSI_E2E_PEER_CERTS="$PEER_DIR" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_PEER_RESULTS="$SHARE/results/b" \
 		"$NOMAD/nomad.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
 	go_test_summary "$RESULTS/scenarios.log"
@@ -224,9 +224,14 @@ step_scenarios() {
 
 # b: publish this host's datasets for a's scenarios until they are done,
 # with the properties they check and what its daemon logged: refusals of
-# another node's calls, and calls node-a forwarded over the peer channel.
+# another node's calls, calls node-a forwarded over the peer channel, and
+# its pulls' figures. Beside it, the bare side of the throughput scenario
+# (TestBareReceiver: a TCP port into zfs receive).
 step_publish() {
-	local list=$RESULTS/zfs-list.txt props=$RESULTS/zfs-props.txt counts=$RESULTS/driver-counts.txt n=0
+	local list=$RESULTS/zfs-list.txt props=$RESULTS/zfs-props.txt counts=$RESULTS/driver-counts.txt pulls=$RESULTS/pulls.txt n=0
+	ZFS_CSI_E2E_BARE_LISTEN="$IP:7444" ZFS_CSI_E2E_BARE_DATASET="$POOL/bare" ZFS_CSI_E2E_DONE="$DONE" \
+		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_CERTS="$PEER_DIR" \
+		"$NOMAD/nomad.test" -test.run '^TestBareReceiver$' -test.v >"$RESULTS/bare-receiver.log" 2>&1 &
 	while [[ ! -e $DONE ]]; do
 		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
 		zfs get -Hp -o name,property,value refquota,compression -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
@@ -235,7 +240,9 @@ step_publish() {
 			/CSI client error \(retryable\)/ { refusals++ }
 			/"caller":"node-a"/ && /csi\.v1\./ { forwarded++ }
 			END { printf "refusals %d\nforwarded-from-node-a %d\n", refusals, forwarded }' >"$counts.tmp" &&
-			mv "$counts.tmp" "$counts"
+			mv "$counts.tmp" "$counts" &&
+			journalctl -u zfs-csi -o cat --no-pager 2>/dev/null | grep -E '"message":"(pulling|pull stream ended)"' >"$pulls.tmp"
+		[[ -e $pulls.tmp ]] && mv "$pulls.tmp" "$pulls"
 		sleep 1
 	done
 	STEP_NOTE="node-a's scenarios are done"

@@ -44,6 +44,7 @@ func TestCluster(t *testing.T) {
 		{"GroupSnapshots", testGroupSnapshots, false},
 		{"Encryption", testEncryption, false},
 		{"Scheduling", testScheduling, false},
+		{"AcrossNodes", testAcrossNodes, false},
 		{"Health", testHealth, false},
 		{"Forwarding", testForwarding, false},
 		{"Chart", testChart, false},

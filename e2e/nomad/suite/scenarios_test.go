@@ -30,6 +30,7 @@ func TestNomad(t *testing.T) {
 		{"Volumes", testVolumes, false},
 		{"SnapshotRestoreExpand", testSnapshotRestoreExpand, false},
 		{"RestoreAcrossNodes", testRestoreAcrossNodes, false},
+		{"ThroughputAcrossNodes", testThroughputAcrossNodes, false},
 		{"MoveAcrossNodes", testMoveAcrossNodes, false},
 		{"Restart", testRestart, false},
 		{"NothingLeft", testNothingLeft, false},
