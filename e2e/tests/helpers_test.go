@@ -197,6 +197,26 @@ func mustRun(t *testing.T, name string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// destroyZvol destroys a zvol the test just made. udev probes a new zvol's
+// device (blkid) and holds it open meanwhile: a destroy then fails with
+// "dataset is busy" (seen in the guest), which the driver's DeleteVolume
+// retries for the same reason. Here: udevadm settle, and a few tries.
+func destroyZvol(t *testing.T, name string) {
+	t.Helper()
+	var out []byte
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		_ = exec.Command("udevadm", "settle", "--timeout=10").Run()
+		if out, err = exec.Command("zfs", "destroy", name).CombinedOutput(); err == nil || !bytes.Contains(out, []byte("dataset is busy")) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("zfs destroy %s: %v\n%s", name, err, out)
+	}
+}
+
 // zfsGet reads one property as exact bytes/plain text.
 func zfsGet(t *testing.T, property, dataset string) string {
 	t.Helper()

@@ -23,7 +23,7 @@ func TestThickReservationsAreWhatZFSReserves(t *testing.T) {
 			t.Errorf("volsize %d, volblocksize %d: zfs get -Hp refreservation says %s, zfstest.ThickReservations %d",
 				figure.VolSize, figure.VolBlockSize, got, figure.RefReservation)
 		}
-		mustRun(t, "zfs", "destroy", name)
+		destroyZvol(t, name)
 	}
 }
 

@@ -143,7 +143,7 @@ func TestThickReservationIsWhatZFSReserves(t *testing.T) {
 		if got := zfsGet(t, "refreservation", name); got != strconv.FormatUint(want, 10) {
 			t.Errorf("%+v: zfs reserves %s, ThickReservation says %d", tc, got, want)
 		}
-		mustRun(t, "zfs", "destroy", name)
+		destroyZvol(t, name)
 	}
 }
 
