@@ -133,7 +133,8 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 	}
 	snapshotAPI := []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
 	groupAPI := append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1", "--api-versions",
-		"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "--values", "../kubernetes/testdata/encryption-values.yaml"}, snapshotAPI...)
+		"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "--values", "../kubernetes/testdata/encryption-values.yaml",
+		"--set", "groupSnapshots.nodes={node-1,node-2}"}, snapshotAPI...)
 	for _, args := range [][]string{nil, snapshotAPI, append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...), groupAPI} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(helm, append([]string{"template", "zfs-csi", "../helm/zfs-csi"}, args...)...)

@@ -131,25 +131,35 @@ var withSnapshotAPI = []string{"--api-versions", "snapshot.storage.k8s.io/v1", "
 var withGroupSnapshotAPI = append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1",
 	"--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"}, withSnapshotAPI...)
 
+// withTemplateNodes gives the chart the nodes load expands the plain
+// manifests' per-node templates for.
+var withTemplateNodes = []string{"--set", "groupSnapshots.nodes={" + strings.Join(templateNodes, ",") + "}"}
+
 // The chart and the plain manifests cannot drift: with its default values
 // and the release in namespace zfs-csi, the chart renders the same objects,
 // field for field, less the Namespace (helm --create-namespace makes it) and
 // plus Helm's labels; on a cluster without the snapshot CRDs, the same less
-// what needs them (the plain manifests' snapshots/ directory).
+// what needs them (the plain manifests' snapshots/ directory). Given the
+// nodes, it renders what the per-node templates make for them.
 func TestChartRendersThePlainManifests(t *testing.T) {
 	for _, test := range []struct {
-		name string
-		args []string
-		dirs []string // the optional directories of the plain manifests it renders
+		name      string
+		args      []string
+		dirs      []string // the optional directories of the plain manifests it renders
+		templates bool     // and their per-node templates, for templateNodes
 	}{
-		{"with the snapshot API", withSnapshotAPI, []string{snapshotDir}},
-		{"without it", nil, nil},
-		{"with the group snapshot API and MutatingAdmissionPolicy", withGroupSnapshotAPI, []string{snapshotDir, groupSnapshotDir}},
-		{"with an encryption key Secret", []string{"--values", "testdata/encryption-values.yaml"}, []string{encryptionDir}},
+		{"with the snapshot API", withSnapshotAPI, []string{snapshotDir}, false},
+		{"without it", nil, nil, false},
+		{"with the group snapshot API and MutatingAdmissionPolicy", withGroupSnapshotAPI, []string{snapshotDir, groupSnapshotDir}, false},
+		{"with the group snapshot API and nodes", append(withTemplateNodes, withGroupSnapshotAPI...), []string{snapshotDir, groupSnapshotDir}, true},
+		{"with an encryption key Secret", []string{"--values", "testdata/encryption-values.yaml"}, []string{encryptionDir}, false},
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			plain := map[string]map[string]any{}
 			for _, o := range load(t) {
+				if o.node != "" && !test.templates {
+					continue
+				}
 				if dir := filepath.Dir(o.file); o.kind() != "Namespace" && (dir == "." || slices.Contains(test.dirs, dir)) {
 					plain[o.kind()+"/"+o.name()] = o.doc
 				}
@@ -197,6 +207,8 @@ func TestChartRefusesValuesItDoesNotKnow(t *testing.T) {
 		"snapshotter.enabled=yes",
 		"metrics.port=0",
 		"kubeletDir=var/lib/kubelet",
+		"groupSnapshots.nodes={Node_A}", // not a node name: the class's name and label refuse it
+		"groupSnapshots.nodes={node-a,node-a}",
 	} {
 		out, err := exec.Command(helm(t), "template", "zfs-csi", chart, "--set", set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "schema") {
@@ -355,6 +367,48 @@ func TestChartRendersSnapshotObjectsOnlyWhereTheAPIExists(t *testing.T) {
 			class := objects["VolumeSnapshotClass/zfs-snapshot"]
 			if isDefault := str(class, "metadata", "annotations", "snapshot.storage.kubernetes.io/is-default-class") == "true"; class != nil && isDefault != strings.Contains(test.name, "default") {
 				t.Errorf("VolumeSnapshotClass default annotation %v", get(class, "metadata", "annotations"))
+			}
+		})
+	}
+}
+
+// A VolumeGroupSnapshotClass for each node listed, labelled with it (a
+// node's csi-snapshotter sees no other), and the label policy, only with the
+// snapshotter, groupSnapshots.enabled and the group snapshot API; without
+// nodes, the policy alone.
+func TestChartRendersAGroupSnapshotClassPerNode(t *testing.T) {
+	policy := "MutatingAdmissionPolicy/zfs-csi-group-snapshot-content-node"
+	nodes := []string{"--set", "groupSnapshots.nodes={node-1,node-2}"}
+	perNode := []string{"VolumeGroupSnapshotClass/zfs-group-snapshot-node-1", "VolumeGroupSnapshotClass/zfs-group-snapshot-node-2"}
+	for _, test := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no nodes listed", withGroupSnapshotAPI, []string{policy}},
+		{"two nodes", append(nodes, withGroupSnapshotAPI...), append([]string{policy}, perNode...)},
+		{"two nodes, no MutatingAdmissionPolicy", append(nodes, "--api-versions", "groupsnapshot.storage.k8s.io/v1"), perNode},
+		{"two nodes, no group snapshot API", append(nodes, withSnapshotAPI...), nil},
+		{"two nodes, group snapshots disabled", append(append(nodes, "--set", "groupSnapshots.enabled=false"), withGroupSnapshotAPI...), nil},
+		{"two nodes, snapshotter disabled", append(append(nodes, "--set", "snapshotter.enabled=false"), withGroupSnapshotAPI...), nil},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			var got []string
+			for _, o := range render(t, test.args...) {
+				key := o.kind() + "/" + o.name()
+				switch o.kind() {
+				case "MutatingAdmissionPolicy":
+					got = append(got, key)
+				case "VolumeGroupSnapshotClass":
+					got = append(got, key)
+					if node := strings.TrimPrefix(o.name(), "zfs-group-snapshot-"); str(o.doc, "metadata", "labels", managedBy) != node {
+						t.Errorf("%s is labelled %v, want %s=%s", key, get(o.doc, "metadata", "labels"), managedBy, node)
+					}
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, test.want) {
+				t.Errorf("renders %v, want %v", got, test.want)
 			}
 		})
 	}

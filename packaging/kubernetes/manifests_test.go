@@ -7,6 +7,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ const (
 type object struct {
 	file string
 	doc  map[string]any
+	node string // the node a template was expanded for
 }
 
 func (o object) kind() string { return str(o.doc, "kind") }
@@ -94,8 +96,16 @@ const (
 
 var optionalDirs = []string{snapshotDir, groupSnapshotDir, encryptionDir}
 
+// A template is applied once per node, @NODE@ replaced by the node's name
+// (docs/kubernetes.md has the sed; e2e/k8s/suite runs it, in make test and
+// in the GroupSnapshots scenario). load expands each for templateNodes, and
+// the chart tests give the chart the same nodes.
+const nodePlaceholder = "@NODE@"
+
+var templateNodes = []string{"node-a", "node-b.example.com"}
+
 // load parses every document of every *.yaml file here and in the optional
-// directories.
+// directories, a template's once for each of templateNodes.
 func load(t *testing.T) []object {
 	t.Helper()
 	files, err := filepath.Glob("*.yaml")
@@ -111,7 +121,20 @@ func load(t *testing.T) []object {
 	}
 	var objects []object
 	for _, file := range files {
-		objects = append(objects, decodeFile(t, file)...)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(data, []byte(nodePlaceholder)) {
+			objects = append(objects, decode(t, file, data)...)
+			continue
+		}
+		for _, node := range templateNodes {
+			for _, o := range decode(t, file, bytes.ReplaceAll(data, []byte(nodePlaceholder), []byte(node))) {
+				o.node = node
+				objects = append(objects, o)
+			}
+		}
 	}
 	return objects
 }
@@ -119,13 +142,18 @@ func load(t *testing.T) []object {
 // decodeFile parses every document of one YAML file.
 func decodeFile(t *testing.T, file string) []object {
 	t.Helper()
-	f, err := os.Open(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	return decode(t, file, data)
+}
+
+// decode parses every document of one YAML file's contents.
+func decode(t *testing.T, file string, data []byte) []object {
+	t.Helper()
 	var objects []object
-	decoder := yaml.NewDecoder(f)
+	decoder := yaml.NewDecoder(bytes.NewReader(data))
 	for {
 		var doc map[string]any
 		err := decoder.Decode(&doc)
@@ -244,6 +272,31 @@ func TestVolumeSnapshotClassesUseTheDriver(t *testing.T) {
 		if got := str(o.doc, "driver"); got != driverName {
 			t.Errorf("%v: driver = %q", o, got)
 		}
+	}
+}
+
+// managedBy is the label a node's csi-snapshotter (--node-deployment)
+// selects its contents and, for groups, its VolumeGroupSnapshotClasses by.
+const managedBy = "snapshot.storage.kubernetes.io/managed-by"
+
+// csi-snapshotter v8.7.0 on a node sees only the VolumeGroupSnapshotClasses
+// labelled with that node (cmd/csi-snapshotter/main.go takes their informer
+// from its label-filtered factory), so the shipped class is a template: for
+// each node, a class named after it and labelled with it. None is a default:
+// the snapshot-controller refuses to choose among several.
+func TestGroupSnapshotClassesArePerNode(t *testing.T) {
+	var got, want []string
+	for _, o := range only(t, load(t), "VolumeGroupSnapshotClass") {
+		got = append(got, o.name()+" "+managedBy+"="+str(o.doc, "metadata", "labels", managedBy))
+		if isDefault := get(o.doc, "metadata", "annotations", "groupsnapshot.storage.kubernetes.io/is-default-class"); isDefault != nil {
+			t.Errorf("%v is marked default (%v): with a class per node the snapshot-controller finds several defaults", o, isDefault)
+		}
+	}
+	for _, node := range templateNodes {
+		want = append(want, "zfs-group-snapshot-"+node+" "+managedBy+"="+node)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("group snapshot classes for nodes %v:\n got %q\nwant %q", templateNodes, got, want)
 	}
 }
 
