@@ -1,8 +1,12 @@
 package suite
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
 var (
@@ -34,12 +39,71 @@ func (e *env) optional(t *testing.T, name string) string {
 	return dir
 }
 
+// installedDocs is docs/kubernetes.md as the package installs it on the
+// node, beside the examples its commands name.
+const installedDocs = "/usr/share/doc/zfs-csi/docs/kubernetes.md"
+
+// groupSnapshotCommands are the command lines of docs/kubernetes.md that
+// install group snapshots (those naming the examples' groupsnapshots/), in
+// their order: the ones that use $NODE are run once per node.
+func groupSnapshotCommands(doc string) []string {
+	var commands []string
+	for _, line := range strings.Split(doc, "\n") {
+		command := strings.TrimSpace(line)
+		if strings.HasPrefix(line, "    ") && strings.Contains(command, "/examples/kubernetes/groupsnapshots/") &&
+			(strings.HasPrefix(command, "kubectl ") || strings.HasPrefix(command, "sed ")) {
+			commands = append(commands, command)
+		}
+	}
+	return commands
+}
+
+// runDocsCommand runs one command line of the docs as a reader pastes it
+// into bash, with NODE set to node and the given directory's kubectl first on
+// PATH; under pipefail, so that a sed that finds no file fails the line
+// rather than only the kubectl it feeds nothing.
+func runDocsCommand(command, node, kubectlDir string) (string, error) {
+	cmd := exec.Command("bash", "-c", "set -o pipefail; "+command)
+	cmd.Env = append(os.Environ(), "NODE="+node, "PATH="+kubectlDir+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("%s (NODE=%s): %w: %s", command, node, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), err
+}
+
 // 11. A VolumeGroupSnapshot of two claims under writing pods, through the
-// shipped group class and the policy that labels group contents with their
-// node: one ZFS transaction group for both members, and each member restored
-// into a new claim that holds the data.
+// policy that labels group contents with their node and the class of the
+// claims' node, both installed by docs/kubernetes.md's own commands (read
+// from the installed package, run as written, a class for each node): one
+// ZFS transaction group for both members, and each member restored into a
+// new claim that holds the data.
 func testGroupSnapshots(t *testing.T, e *env) {
-	must(t, e.kubectl, "apply", "-f", e.optional(t, "groupsnapshots"))
+	doc, err := os.ReadFile(installedDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := groupSnapshotCommands(string(doc))
+	if len(commands) == 0 {
+		t.Fatalf("%s has no command for groupsnapshots/", installedDocs)
+	}
+	nodes := []string{e.node}
+	if peer := os.Getenv("ZFS_CSI_E2E_PEER_NODE"); peer != "" {
+		nodes = append(nodes, peer)
+	}
+	for _, command := range commands {
+		perNode := nodes
+		if !strings.Contains(command, "$NODE") {
+			perNode = nodes[:1]
+		}
+		for _, node := range perNode {
+			out, err := runDocsCommand(command, node, filepath.Dir(e.kubectl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s (NODE=%s): %s", command, node, strings.TrimSpace(out))
+		}
+	}
 	c := classes[0]
 	claims := []string{"member-a", "member-b"}
 	for _, claim := range claims {
@@ -62,7 +126,7 @@ func testGroupSnapshots(t *testing.T, e *env) {
 		"kind":       "VolumeGroupSnapshot",
 		"metadata":   map[string]any{"name": "group-1", "namespace": e.ns},
 		"spec": map[string]any{
-			"volumeGroupSnapshotClassName": "zfs-group-snapshot",
+			"volumeGroupSnapshotClassName": "zfs-group-snapshot-" + e.node, // the class of the claims' node
 			"source":                       map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"zfs-e2e-group": "g1"}}},
 		},
 	}}
@@ -187,4 +251,76 @@ func (e *env) deleteGroupSnapshot(t *testing.T, name string, members map[string]
 		}
 		return true, nil
 	})
+}
+
+// Without a cluster (make test): the commands scenario 11 will read from the
+// installed docs/kubernetes.md, run as written against the repository's
+// examples with a kubectl that records what it is given, apply the label
+// policy once and, for each node, a class named after the node and labelled
+// with it, the only kind of class that node's csi-snapshotter sees.
+func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := filepath.Abs("../../../packaging/kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	applied := filepath.Join(dir, "applied.yaml")
+	t.Setenv("KUBECTL_APPLIED", applied)
+	fake := "#!/bin/bash\nset -euo pipefail\n[[ $# == 3 && $1 == apply && $2 == -f ]] || { echo \"unexpected: kubectl $*\" >&2; exit 1; }\n" +
+		"{ cat -- \"$3\"; echo; echo ---; } >>\"$KUBECTL_APPLIED\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	commands := groupSnapshotCommands(string(doc))
+	var perNode int
+	for _, command := range commands {
+		local := strings.ReplaceAll(command, "/usr/share/doc/zfs-csi/examples/kubernetes", examples)
+		if local == command {
+			t.Errorf("%q does not name the installed examples", command)
+		}
+		nodes := []string{"node-1"}
+		if strings.Contains(command, "$NODE") {
+			nodes, perNode = []string{"node-1", "node-2.example.com"}, perNode+1
+		}
+		for _, node := range nodes {
+			if _, err := runDocsCommand(local, node, dir); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if perNode != 1 {
+		t.Errorf("commands %q: %d use $NODE, want the one that applies a node's class", commands, perNode)
+	}
+	data, err := os.ReadFile(applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var object unstructured.Unstructured
+		if err := decoder.Decode(&object.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("what the docs apply does not decode: %v\n%s", err, data)
+		}
+		if object.Object == nil {
+			continue
+		}
+		got = append(got, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
+	}
+	slices.Sort(got)
+	want := []string{
+		"MutatingAdmissionPolicy zfs-csi-group-snapshot-content-node ",
+		"MutatingAdmissionPolicyBinding zfs-csi-group-snapshot-content-node ",
+		"VolumeGroupSnapshotClass zfs-group-snapshot-node-1 node-1",
+		"VolumeGroupSnapshotClass zfs-group-snapshot-node-2.example.com node-2.example.com",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("docs/kubernetes.md's commands %q apply (kind, name, managed-by)\n%q\nwant\n%q", commands, got, want)
+	}
 }
