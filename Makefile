@@ -23,15 +23,33 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o out/zfs-csi .
 
-# The packages are built and linted before the Go tests: lint-packages
-# installs lintian, rpmlint and rpm when missing, and packaging/versions_test.go
-# compares versions with dpkg's and rpm's rules. Everything is built as the
-# packages are (static, no cgo, -trimpath), so one compilation of each package
-# serves go build, go vet, go test and the amd64 package.
+# Everything is built as the packages are (static, no cgo, -trimpath), so one
+# compilation of each package serves go build, go vet, go test and the amd64
+# package. Two halves, each beside work that needs little CPU or other
+# packages: apt's install of the linters (lint-tools; packaging/versions_test.go
+# compares versions with dpkg's and rpm's rules, so it is done before go test)
+# runs while go build, go vet and helmtool compile; then the packages are built
+# and linted (lint-packages: nfpm, the arm64 binary, lintian, rpmlint) while the
+# Go tests run. Never two go commands on the same packages at once: each would
+# compile them. The background half's output is printed when it ends, from
+# out/lint-tools.log and out/lint-packages.log; either half failing fails make
+# test. packaging/checks and e2e/k8s require the same k8s.io and shared module
+# versions, so their common packages compile once.
 test: export CGO_ENABLED := 0
 test: export GOFLAGS = $(strip $(shell go env GOFLAGS) -trimpath)
 test:
-	go build ./... && go vet ./... && $(MAKE) --no-print-directory lint-packages helmtool && HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
+	@mkdir -p out
+	$(MAKE) --no-print-directory lint-tools >out/lint-tools.log 2>&1 & tools=$$!; \
+	go build ./... && go vet ./... && $(MAKE) --no-print-directory helmtool; go=$$?; \
+	wait $$tools; rc=$$?; cat out/lint-tools.log; [ $$go = 0 ] && [ $$rc = 0 ]
+	$(MAKE) --no-print-directory lint-packages >out/lint-packages.log 2>&1 & pkgs=$$!; \
+	$(MAKE) --no-print-directory test-go; go=$$?; \
+	wait $$pkgs; rc=$$?; cat out/lint-packages.log; [ $$go = 0 ] && [ $$rc = 0 ]
+
+# make test's Go tests, after go build, go vet, helmtool and lint-tools.
+.PHONY: test-go
+test-go:
+	HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
 	cd packaging/checks && go vet ./... && HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
 	cd e2e/k8s && go vet ./... && go test ./...
 
@@ -130,7 +148,7 @@ LAST_TAG := $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null
 PKG_VERSION ?= $(shell echo '$(VERSION)' | grep -Eq '^v?[0-9]+\.[0-9]+\.[0-9]+$$' && echo '$(VERSION)' | sed 's/^v//' || echo '$(or $(LAST_TAG),0.0.0)+git$(COMMIT_TIME).$(COMMIT)')
 PKG_ARCHES ?= amd64 arm64
 
-.PHONY: deb rpm verify-unit lint-packages pkg-version
+.PHONY: deb rpm verify-unit lint-packages lint-tools pkg-version
 
 pkg-version:
 	@echo '$(PKG_VERSION)'
@@ -140,6 +158,10 @@ pkg-version:
 # Debian when they are missing).
 lint-packages: deb rpm
 	packaging/lint.sh dist
+
+# lintian, rpmlint, rpm, rpm2cpio and cpio from Debian, when missing.
+lint-tools:
+	packaging/lint.sh --install
 
 deb rpm: build verify-unit $(NFPM)
 	mkdir -p dist out/pkg && rm -f dist/*.$@

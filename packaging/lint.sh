@@ -3,8 +3,11 @@
 # package, each with its reason), rpmlint on each .rpm (accepted findings in
 # packaging/rpm/rpmlint.toml), and the binary inside each package is checked
 # to be built for the package's architecture. Any finding fails.
+# lint.sh --install only installs what is missing (make lint-tools: make test
+# runs it beside the first Go compilations, and packaging/versions_test.go
+# needs rpm).
 set -euo pipefail
-dir=${1:?usage: lint.sh DIR}
+dir=${1:?usage: lint.sh DIR | lint.sh --install}
 cd "$(dirname "$0")/.."
 
 need=()
@@ -26,6 +29,7 @@ if ((${#need[@]})); then
 	"${sudo[@]}" apt-get update -q >/dev/null || echo "lint.sh: apt-get update reported errors; trying the install anyway"
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
+[[ $dir != --install ]] || exit 0
 
 # elf_machine prints the e_machine of an ELF file (62 x86-64, 183 aarch64).
 elf_machine() { od -An -tu2 -j18 -N2 "$1" | tr -d ' '; }
