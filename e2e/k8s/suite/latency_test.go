@@ -45,6 +45,8 @@ func testLatency(t *testing.T, e *env) {
 		for i := range claims {
 			claims[i] = fmt.Sprintf("lat-%s-%02d", strings.TrimPrefix(c.name, "zfs-"), i)
 		}
+		// A scenario that fails half-way leaves nothing to the next ones.
+		t.Cleanup(func() { e.leftovers(claims) })
 		created := map[string]time.Time{}
 		for _, name := range claims {
 			created[name] = time.Now()
@@ -109,7 +111,14 @@ func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.D
 			}
 		}
 		if now.After(deadline) {
-			t.Fatalf("after %s, %d of %d pods run (last error: %v)", timeout, len(seen), len(pods), err)
+			waiting := ""
+			for name := range pods {
+				if seen[name].IsZero() {
+					waiting = name + ": " + e.events(name)
+					break
+				}
+			}
+			t.Fatalf("after %s, %d of %d pods run (last error: %v); one waiting, %s", timeout, len(seen), len(pods), err, waiting)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -134,6 +143,20 @@ func (e *env) deleteAll(t *testing.T, names []string) {
 	}
 	for pv := range pvs {
 		e.gonePV(t, pv)
+	}
+}
+
+// leftovers deletes, without waiting or failing, what the scenario made for
+// these claims and is still there: restore pods and claims, snapshots, pods
+// and claims (each pod is named like its claim).
+func (e *env) leftovers(claims []string) {
+	for _, name := range claims {
+		for _, pod := range []string{"rst-" + name, name} {
+			_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), pod, metav1.DeleteOptions{})
+		}
+		_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), "rst-"+name, metav1.DeleteOptions{})
+		_ = e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), "snap-"+name, metav1.DeleteOptions{})
+		_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{})
 	}
 }
 
