@@ -26,9 +26,10 @@ build:
 # Everything is built as the packages are (static, no cgo, -trimpath), so one
 # compilation of each package serves go build, go vet, go test and the amd64
 # package. Two halves, each beside work that needs little CPU or other
-# packages: apt's install of the linters (lint-tools; packaging/versions_test.go
-# compares versions with dpkg's and rpm's rules, so it is done before go test)
-# runs while go build, go vet and helmtool compile; then the packages are built
+# packages: the download of packaging/checks' and e2e/k8s' modules and apt's
+# install of the linters (lint-tools; packaging/versions_test.go compares
+# versions with dpkg's and rpm's rules, so it is done before go test) run while
+# go build, go vet and helmtool compile; then the packages are built
 # and linted (lint-packages: nfpm, the arm64 binary, lintian, rpmlint) while the
 # Go tests run. Never two go commands on the same packages at once: each would
 # compile them. The background half's output is printed when it ends, from
@@ -39,12 +40,19 @@ test: export CGO_ENABLED := 0
 test: export GOFLAGS = $(strip $(shell go env GOFLAGS) -trimpath)
 test:
 	@mkdir -p out
-	$(MAKE) --no-print-directory lint-tools >out/lint-tools.log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory test-downloads lint-tools >out/lint-tools.log 2>&1 & tools=$$!; \
 	go build ./... && go vet ./... && $(MAKE) --no-print-directory helmtool; go=$$?; \
 	wait $$tools; rc=$$?; cat out/lint-tools.log; [ $$go = 0 ] && [ $$rc = 0 ]
 	$(MAKE) --no-print-directory lint-packages >out/lint-packages.log 2>&1 & pkgs=$$!; \
 	$(MAKE) --no-print-directory test-go; go=$$?; \
 	wait $$pkgs; rc=$$?; cat out/lint-packages.log; [ $$go = 0 ] && [ $$rc = 0 ]
+
+# The modules packaging/checks and e2e/k8s need (go mod download: those of
+# their packages and tests), fetched while the main module compiles.
+.PHONY: test-downloads
+test-downloads:
+	cd packaging/checks && go mod download
+	cd e2e/k8s && go mod download
 
 # make test's Go tests, after go build, go vet, helmtool and lint-tools.
 .PHONY: test-go
