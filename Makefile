@@ -26,10 +26,10 @@ build:
 # Everything is built as the packages are (static, no cgo, -trimpath), so one
 # compilation of each package serves go build, go vet, go test and the amd64
 # package. Two halves, each beside work that needs little CPU or other
-# packages: the download of packaging/checks' and e2e/k8s' modules and apt's
-# install of the linters (lint-tools; packaging/versions_test.go compares
-# versions with dpkg's and rpm's rules, so it is done before go test) run while
-# go build, go vet and helmtool compile; then the packages are built
+# packages: the download of packaging/checks' and e2e/k8s' modules and, beside
+# it, apt's install of the linters (lint-tools; packaging/versions_test.go
+# compares versions with dpkg's and rpm's rules, so it is done before go test)
+# run while go build, go vet and helmtool compile; then the packages are built
 # and linted (lint-packages: nfpm, the arm64 binary, lintian, rpmlint) while the
 # Go tests run. Never two go commands on the same packages at once: each would
 # compile them. The background half's output is printed when it ends, from
@@ -40,7 +40,7 @@ test: export CGO_ENABLED := 0
 test: export GOFLAGS = $(strip $(shell go env GOFLAGS) -trimpath)
 test:
 	@mkdir -p out
-	$(MAKE) --no-print-directory test-downloads lint-tools >out/lint-tools.log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory -j2 -Otarget test-downloads lint-tools >out/lint-tools.log 2>&1 & tools=$$!; \
 	go build ./... && go vet ./... && $(MAKE) --no-print-directory helmtool; go=$$?; \
 	wait $$tools; rc=$$?; cat out/lint-tools.log; [ $$go = 0 ] && [ $$rc = 0 ]
 	$(MAKE) --no-print-directory lint-packages >out/lint-packages.log 2>&1 & pkgs=$$!; \
