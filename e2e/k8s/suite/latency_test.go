@@ -76,6 +76,9 @@ func testLatency(t *testing.T, e *env) {
 			row(c.name+" claim+pod → Running", e.claimSamples(t, created, running, calls)),
 			row(c.name+" VolumeSnapshot → readyToUse", e.snapshotSamples(t, snapCreated, ready, calls)),
 			row(c.name+" restore claim+pod → Running", e.claimSamples(t, restoreCreated, restored, calls)))
+		// Each class's rows as soon as they are known: a later class that
+		// fails keeps what the earlier ones measured.
+		t.Logf("%s:\n%s", c.name, strings.Join(rows[len(rows)-3:], ""))
 
 		restores := slices.Collect(maps.Keys(restoreCreated))
 		e.deleteAll(t, restores)
