@@ -254,9 +254,6 @@ func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	if err := planEncryption(&plan, req.GetSecrets()); err != nil {
 		return plan, err
 	}
-	if plan.sourceID != "" && plan.params.volBlockSize != 0 {
-		return plan, invalid("%s cannot be given for a volume made from a snapshot or volume: it keeps its source's", ParamVolBlockSize)
-	}
 	if plan.sourceID != "" {
 		return plan, s.checkSourcePlace(&plan)
 	}

@@ -343,3 +343,32 @@ func TestValidateVolumeCapabilitiesConfirmsOnlyWhatItChecked(t *testing.T) {
 		}
 	}
 }
+
+// The shipped zfs-block StorageClass carries volblocksize, and Kubernetes
+// sends a class's parameters with every claim of it, restores and clones
+// included. A clone keeps its source's blocks (ZFS cannot change a zvol's
+// volblocksize), so the parameter applies to new zvols only; refusing it
+// (as the driver did until the two-node cluster's AcrossNodes scenario
+// restored a zfs-block snapshot) made every restore of that class fail for
+// good with INVALID_ARGUMENT.
+func TestARestoreThroughAClassWithVolblocksizeKeepsItsSources(t *testing.T) {
+	h := newHarness(t)
+	req := createRequest("block-source", 64<<20, blockCapability())
+	req.Parameters = map[string]string{ParamVolBlockSize: "8K"}
+	source := h.create(req)
+	snapshot := h.snapshot("block-snap", source.GetVolumeId())
+	for name, from := range map[string]*csi.VolumeContentSource{
+		"from its snapshot": {Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snapshot.GetSnapshotId()}}},
+		"from the volume":   {Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: source.GetVolumeId()}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := createRequest("block-"+strings.ReplaceAll(name, " ", "-"), 64<<20, blockCapability())
+			req.Parameters = map[string]string{ParamVolBlockSize: "16K"} // the class's, not the source's
+			req.VolumeContentSource = from
+			volume := h.create(req)
+			if got := h.dataset(datasetOf(t, volume.GetVolumeId())).VolBlockSize; got != 8<<10 {
+				t.Errorf("the clone has volblocksize %d, want its source's 8 KiB", got)
+			}
+		})
+	}
+}
