@@ -26,6 +26,16 @@ func testAcrossNodes(t *testing.T, e *env) {
 	for _, c := range classes {
 		t.Run(c.name, func(t *testing.T) {
 			src := "across-" + c.name
+			restore := src + "-on-" + peer
+			// A failure half-way leaves nothing to the next scenarios.
+			t.Cleanup(func() {
+				for _, pod := range []string{restore + "-reader", src + "-writer"} {
+					_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), pod, metav1.DeleteOptions{})
+				}
+				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), restore, metav1.DeleteOptions{})
+				_ = e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), src+"-snap", metav1.DeleteOptions{})
+				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), src, metav1.DeleteOptions{})
+			})
 			e.pvc(t, src, c.name, "1Gi", c.mode(), "")
 			e.pod(t, src+"-writer", src, c.block, c.writeRandom())
 			written := e.finished(t, src+"-writer", 5*time.Minute)
@@ -34,7 +44,6 @@ func testAcrossNodes(t *testing.T, e *env) {
 			snap := src + "-snap"
 			e.snapshot(t, snap, src)
 
-			restore := src + "-on-" + peer
 			e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
 			start := time.Now()
 			e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, restore+"-reader", restore, c.block, c.readRandom())
