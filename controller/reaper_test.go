@@ -215,16 +215,7 @@ func TestAReaperPassThatFailsKeepsWhatItWatches(t *testing.T) {
 	ctx := context.Background()
 	for _, failing := range []int{1, 2} { // the volumes' listing, the snapshots'
 		h := newHarness(t)
-		source := h.create(createRequest("source", 1<<30, mountCapability("")))
-		h.fake.FailNext("Destroy", nil) // the received snapshot goes
-		h.fake.FailNext("Destroy", fmt.Errorf("zfs destroy: %w", zfs.ErrBusy))
-		copyRequest := fromVolume(createRequest("copy", 1<<30, mountCapability("")), source.GetVolumeId())
-		copyRequest.Parameters = map[string]string{ParamSourceMode: "copy"}
-		h.create(copyRequest)
-		leftovers := internalSnapshotsOf(h, datasetOf(t, source.GetVolumeId()))
-		if len(leftovers) != 1 {
-			t.Fatalf("internal snapshots left %v, want one", leftovers)
-		}
+		leftover := h.copyLeavingItsInternalSnapshot()
 		for range failing - 1 {
 			h.fake.FailNext("List", nil)
 		}
@@ -232,7 +223,7 @@ func TestAReaperPassThatFailsKeepsWhatItWatches(t *testing.T) {
 		if err := h.server.Reap(ctx); err == nil {
 			t.Fatal("the pass reported no failure")
 		}
-		h.leftByAFailedPassGoesWithTheNext(ctx, leftovers[0], fmt.Sprintf("listing %d failed once", failing))
+		h.leftByAFailedPassGoesWithTheNext(ctx, leftover, fmt.Sprintf("listing %d failed once", failing))
 	}
 }
 
@@ -258,16 +249,7 @@ func TestTheSweepRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
 func TestASweepThatFailsKeepsWhatItWatches(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
-	source := h.create(createRequest("source", 1<<30, mountCapability("")))
-	h.fake.FailNext("Destroy", nil) // the received snapshot goes
-	h.fake.FailNext("Destroy", fmt.Errorf("zfs destroy: %w", zfs.ErrBusy))
-	copyRequest := fromVolume(createRequest("copy", 1<<30, mountCapability("")), source.GetVolumeId())
-	copyRequest.Parameters = map[string]string{ParamSourceMode: "copy"}
-	h.create(copyRequest)
-	leftovers := internalSnapshotsOf(h, datasetOf(t, source.GetVolumeId()))
-	if len(leftovers) != 1 {
-		t.Fatalf("internal snapshots left %v, want one", leftovers)
-	}
+	leftover := h.copyLeavingItsInternalSnapshot()
 	h.fake.FailNext("List", errors.New("zfs list: interrupted"))
 	if err := h.server.Sweep(ctx); err == nil {
 		t.Fatal("the sweep reported no failure")
@@ -275,8 +257,8 @@ func TestASweepThatFailsKeepsWhatItWatches(t *testing.T) {
 	if err := h.server.Reap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h.fake.Exists(leftovers[0]) {
-		t.Errorf("%s left after a failed sweep and a pass", leftovers[0])
+	if h.fake.Exists(leftover) {
+		t.Errorf("%s left after a failed sweep and a pass", leftover)
 	}
 }
 
@@ -372,6 +354,24 @@ func waitFor(t *testing.T, what string, done func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// copyLeavingItsInternalSnapshot makes a copy (sourceMode copy) of a new
+// volume whose internal snapshot's deferred destroy fails: a snapshot with no
+// clone, due at once, that nothing but the reaper names again. It returns it.
+func (h *harness) copyLeavingItsInternalSnapshot() string {
+	h.t.Helper()
+	source := h.create(createRequest("source", 1<<30, mountCapability("")))
+	h.fake.FailNext("Destroy", nil) // the received snapshot goes
+	h.fake.FailNext("Destroy", fmt.Errorf("zfs destroy: %w", zfs.ErrBusy))
+	copyRequest := fromVolume(createRequest("copy", 1<<30, mountCapability("")), source.GetVolumeId())
+	copyRequest.Parameters = map[string]string{ParamSourceMode: "copy"}
+	h.create(copyRequest)
+	leftovers := internalSnapshotsOf(h, datasetOf(h.t, source.GetVolumeId()))
+	if len(leftovers) != 1 {
+		h.t.Fatalf("internal snapshots left %v, want one", leftovers)
+	}
+	return leftovers[0]
 }
 
 // leftByAFailedPassGoesWithTheNext checks that a pass that failed (how: why)
