@@ -29,12 +29,7 @@ func testAcrossNodes(t *testing.T, e *env) {
 			restore := src + "-on-" + peer
 			// A failure half-way leaves nothing to the next scenarios.
 			t.Cleanup(func() {
-				for _, pod := range []string{restore + "-reader", src + "-writer"} {
-					_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), pod, metav1.DeleteOptions{})
-				}
-				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), restore, metav1.DeleteOptions{})
-				_ = e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), src+"-snap", metav1.DeleteOptions{})
-				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), src, metav1.DeleteOptions{})
+				e.removeQuietly([]string{restore + "-reader", src + "-writer"}, []string{restore}, src+"-snap", src)
 			})
 			e.pvc(t, src, c.name, "1Gi", c.mode(), "")
 			e.pod(t, src+"-writer", src, c.block, c.writeRandom())

@@ -154,13 +154,22 @@ func (e *env) deleteAll(t *testing.T, names []string) {
 // and claims (each pod is named like its claim).
 func (e *env) leftovers(claims []string) {
 	for _, name := range claims {
-		for _, pod := range []string{"rst-" + name, name} {
-			_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), pod, metav1.DeleteOptions{})
-		}
-		_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), "rst-"+name, metav1.DeleteOptions{})
-		_ = e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), "snap-"+name, metav1.DeleteOptions{})
-		_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{})
+		e.removeQuietly([]string{"rst-" + name, name}, []string{"rst-" + name}, "snap-"+name, name)
 	}
+}
+
+// removeQuietly deletes, without waiting or failing, pods, then claims
+// made from a snapshot, the snapshot, and its source claim: what a scenario
+// that failed half-way may have left.
+func (e *env) removeQuietly(pods, restores []string, snapshot, source string) {
+	for _, pod := range pods {
+		_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), pod, metav1.DeleteOptions{})
+	}
+	for _, claim := range restores {
+		_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), claim, metav1.DeleteOptions{})
+	}
+	_ = e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), snapshot, metav1.DeleteOptions{})
+	_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), source, metav1.DeleteOptions{})
 }
 
 // allReady waits for the VolumeSnapshots to be readyToUse and returns when
