@@ -236,13 +236,16 @@ step_publish() {
 		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
 		zfs get -Hp -o name,property,value refquota,compression -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
 		# The journal is read every third second: under emulation it is slow.
-		((n++ % 3 == 0)) && journalctl -u zfs-csi -o cat --no-pager 2>/dev/null | awk '
-			/CSI client error \(retryable\)/ { refusals++ }
-			/"caller":"node-a"/ && /csi\.v1\./ { forwarded++ }
-			END { printf "refusals %d\nforwarded-from-node-a %d\n", refusals, forwarded }' >"$counts.tmp" &&
-			mv "$counts.tmp" "$counts" &&
-			journalctl -u zfs-csi -o cat --no-pager 2>/dev/null | grep -E '"message":"(pulling|pull stream ended)"' >"$pulls.tmp"
-		[[ -e $pulls.tmp ]] && mv "$pulls.tmp" "$pulls"
+		# One read serves the counts and the pull lines.
+		if ((n++ % 3 == 0)); then
+			journalctl -u zfs-csi -o cat --no-pager 2>/dev/null | awk -v pulls="$pulls.tmp" '
+				BEGIN { printf "" > pulls }
+				/CSI client error \(retryable\)/ { refusals++ }
+				/"caller":"node-a"/ && /csi\.v1\./ { forwarded++ }
+				/"message":"(pulling|pull stream ended)"/ { print > pulls }
+				END { printf "refusals %d\nforwarded-from-node-a %d\n", refusals, forwarded; close(pulls) }' >"$counts.tmp" &&
+				mv "$counts.tmp" "$counts" && mv "$pulls.tmp" "$pulls"
+		fi
 		sleep 1
 	done
 	STEP_NOTE="node-a's scenarios are done"
