@@ -27,11 +27,16 @@ type hostMounter struct {
 	log zerolog.Logger
 	// pollInterval is how often WaitForDevice looks for the device link.
 	pollInterval time.Duration
+	// linkGrace is how long WaitForDevice waits for udev's link to a zvol
+	// before it looks for the zvol's device node itself, and how often it
+	// looks again.
+	linkGrace time.Duration
+	zvols     *zvolNodes
 }
 
 // NewMounter returns the Mounter that acts on this host.
 func NewMounter(log zerolog.Logger) Mounter {
-	return &hostMounter{log: log, pollInterval: 100 * time.Millisecond}
+	return &hostMounter{log: log, pollInterval: 100 * time.Millisecond, linkGrace: time.Second, zvols: newZvolNodes()}
 }
 
 // mountFlagBits are the mount(2) bits of the per-mount flags.
@@ -121,21 +126,45 @@ func (h *hostMounter) Unmount(target string) error {
 	return nil
 }
 
+// ResolveDevice resolves a device link; a zvol's link that udev has not
+// made yet resolves to the node WaitForDevice found for it (zvolNodes).
 func (h *hostMounter) ResolveDevice(path string) (string, error) {
 	device, err := filepath.EvalSymlinks(path)
-	if errors.Is(err, os.ErrNotExist) {
+	dataset, isZvol := zvolOfLink(path)
+	switch {
+	case err == nil && isZvol:
+		h.zvols.forget(dataset)
+	case errors.Is(err, os.ErrNotExist):
+		if isZvol {
+			if node, ok := h.zvols.remembered(dataset); ok {
+				return node, nil
+			}
+		}
 		return "", fmt.Errorf("%s: %w", path, ErrNoDevice)
 	}
 	return device, err
 }
 
+// WaitForDevice waits for the device link at path. For a zvol's link, after
+// linkGrace without it, it asks the zvol device nodes themselves, once every
+// linkGrace, as udev's zvol_id does (zvolNodes).
 func (h *hostMounter) WaitForDevice(ctx context.Context, path string) (string, error) {
+	dataset, isZvol := zvolOfLink(path)
 	ticker := time.NewTicker(h.pollInterval)
 	defer ticker.Stop()
+	nextScan := time.Now().Add(h.linkGrace)
 	for {
 		device, err := h.ResolveDevice(path)
 		if !errors.Is(err, ErrNoDevice) {
 			return device, err
+		}
+		if isZvol && !time.Now().Before(nextScan) {
+			if node, ok := h.zvols.find(dataset); ok {
+				h.log.Info().Str("dataset", dataset).Str("device", node).
+					Msg("udev has not linked the zvol yet: its device node answered with its name")
+				return node, nil
+			}
+			nextScan = time.Now().Add(h.linkGrace)
 		}
 		select {
 		case <-ctx.Done():

@@ -39,15 +39,17 @@ import (
 type Options struct {
 	// MaxVolumesPerNode is reported to the CO; 0 means unlimited.
 	MaxVolumesPerNode int64
-	// DeviceTimeout bounds the wait for a zvol's /dev/zvol link (udev makes
-	// it asynchronously after the zvol appears); 0 means DefaultDeviceTimeout.
+	// DeviceTimeout bounds the wait for a zvol's device: its /dev/zvol link,
+	// which udev makes asynchronously after the zvol appears, or after a
+	// second without it the device node that names the zvol (zvolNodes); 0
+	// means DefaultDeviceTimeout.
 	DeviceTimeout time.Duration
 	// PathRoots are the directories staging and target paths must lie
 	// below (hostPath); nil means DefaultPathRoots.
 	PathRoots []string
 }
 
-// DefaultDeviceTimeout is how long staging waits for a zvol's device link
+// DefaultDeviceTimeout is how long staging waits for a zvol's device
 // unless the CO's deadline comes first.
 const DefaultDeviceTimeout = time.Minute
 

@@ -84,7 +84,7 @@ func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
 	allowPoolProperties := &envflag.List{}
 	flags.Var(allowPoolProperties, controller.AllowPoolPropertiesFlag, "a ZFS property that spends the whole pool ("+strings.Join(controller.PoolPropertyNames(), ", ")+") which volume parameters may set; refused otherwise; repeat for several ["+controller.AllowPoolPropertiesEnv+", comma-separated]")
 	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", 0, "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
-	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", node.DefaultDeviceTimeout, "how long staging waits for a zvol's /dev/zvol link [ZFS_CSI_DEVICE_TIMEOUT]")
+	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", node.DefaultDeviceTimeout, "how long staging waits for a zvol's device (its /dev/zvol link, or the node that names it) [ZFS_CSI_DEVICE_TIMEOUT]")
 	flags.BoolVar(&opts.kubernetes, "kubernetes", false, "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
 	flags.StringVar(&opts.kubeletDir, "kubelet-dir", driver.DefaultKubeletDir, "kubelet's root directory: staging and target paths may lie below it; with --kubernetes the socket kubelet finds [ZFS_CSI_KUBELET_DIR]")
 	flags.StringVar(&opts.nomadDataDir, "nomad-data-dir", node.DefaultNomadDataDir, "the Nomad client's data_dir: staging and target paths may lie below it [ZFS_CSI_NOMAD_DATA_DIR]")

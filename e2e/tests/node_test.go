@@ -202,3 +202,61 @@ func TestNodeClonesMountBesideTheirMountedOrigin(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeStagesAZvolBeforeUdevLinksIt stops udev's event queue, as a host
+// busy with many new zvols delays it, and stages, publishes, writes,
+// unpublishes and unstages a zvol that has no /dev/zvol link: the daemon
+// finds the zvol's device node by asking the nodes for their dataset
+// (BLKZNAME, as udev's zvol_id does). Once udev runs again the link appears
+// and the data reads back through it.
+func TestNodeStagesAZvolBeforeUdevLinksIt(t *testing.T) {
+	d := startDriver(t, testParent(t))
+	for _, fsType := range []string{"ext4", "block"} {
+		t.Run(fsType, func(t *testing.T) {
+			mustRun(t, "udevadm", "settle", "--timeout=60")
+			mustRun(t, "udevadm", "control", "--stop-exec-queue")
+			stopped := true
+			resume := func() {
+				if stopped {
+					stopped = false
+					mustRun(t, "udevadm", "control", "--start-exec-queue")
+					mustRun(t, "udevadm", "settle", "--timeout=120")
+				}
+			}
+			t.Cleanup(resume)
+			v := d.newNodeVolume("unlinked-"+fsType, sizeFor(fsType), capabilityFor(fsType, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), nil)
+			link := "/dev/zvol/" + datasetOf(t, v.volume.GetVolumeId())
+			if _, err := os.Lstat(link); err == nil {
+				t.Fatalf("udev linked %s with its queue stopped", link)
+			}
+			d.stage(v)
+			staged := v.staging
+			if v.block() {
+				staged = filepath.Join(v.staging, "zvol")
+			}
+			if line := mountLine(t, staged); !strings.Contains(line, "/zd") {
+				t.Errorf("staged without the link, the mount is not of a zvol node: %q", line)
+			}
+			d.publish(v, false)
+			written := writeData(t, v)
+			d.unpublish(v)
+			d.unstage(v)
+			if line := mountLine(t, staged); line != "" {
+				t.Fatalf("unstage without the link left the staging mount: %s", line)
+			}
+			if _, err := os.Lstat(link); err == nil {
+				t.Fatalf("udev linked %s with its queue stopped: the test did not run without the link", link)
+			}
+
+			resume()
+			if _, err := os.Stat(link); err != nil {
+				t.Fatalf("udev did not link the zvol once its queue ran again: %v", err)
+			}
+			d.stage(v)
+			d.publish(v, false)
+			if read := readData(t, v); read != written {
+				t.Errorf("through the link read %s, wrote %s without it", read, written)
+			}
+		})
+	}
+}
