@@ -234,7 +234,7 @@ step_publish() {
 		"$NOMAD/nomad.test" -test.run '^TestBareReceiver$' -test.v >"$RESULTS/bare-receiver.log" 2>&1 &
 	while [[ ! -e $DONE ]]; do
 		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
-		zfs get -Hp -o name,property,value refquota,compression -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
+		zfs get -Hp -o name,property,value refquota,compression,encryption -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
 		# The journal is read every third second: under emulation it is slow.
 		# One read serves the counts and the pull lines.
 		if ((n++ % 3 == 0)); then

@@ -194,6 +194,7 @@ type pullFigures struct {
 	duration  time.Duration
 	firstByte time.Duration
 	streams   int
+	resumed   int // streams that began from a resume token
 }
 
 // peerPull reads node-b's published pull lines for volume: its streams'
@@ -214,12 +215,16 @@ func (e *env) peerPull(t *testing.T, volume string) pullFigures {
 				Bytes     int64   `json:"bytes"`
 				Duration  float64 `json:"duration"`         // ms (zerolog's default)
 				FirstByte float64 `json:"first_byte_after"` // ms
+				Resumed   bool    `json:"resumed"`
 			}
 			if json.Unmarshal([]byte(line), &entry) != nil || path.Base(entry.Dataset) != volume {
 				continue
 			}
 			switch entry.Message {
 			case "pulling":
+				if entry.Resumed {
+					got.resumed++
+				}
 				if got.streams == 0 {
 					got.firstByte = time.Duration(entry.FirstByte * float64(time.Millisecond))
 				}
