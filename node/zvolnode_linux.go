@@ -45,7 +45,10 @@ func newZvolNodes() *zvolNodes {
 	return &zvolNodes{sysBlock: "/sys/block", dev: "/dev", name: zvolDatasetName, found: map[string]string{}}
 }
 
-// find looks through every zvol node for the one of dataset.
+// find looks through every zvol node for the one of dataset. Each node is
+// open for the moment of its ioctl, as udev's probes open it: a zvol being
+// destroyed at that moment answers "dataset is busy", which DeleteVolume
+// retries (controller.zvolBusyRetries).
 func (z *zvolNodes) find(dataset string) (string, bool) {
 	entries, err := os.ReadDir(z.sysBlock)
 	if err != nil {
