@@ -38,8 +38,8 @@ trap 'rm -rf "$work"' EXIT
 
 # examples lists the example files a package listing names, sorted (files
 # only: rpm -qd also lists the directories an RPM owns as documentation).
-examples() { grep -oE 'examples/(kubernetes(/(snapshots|groupsnapshots|encryption))?|nomad|monitoring)/[^/ ]+\.(yaml|hcl|json)$' | sort; }
-want_examples=$(cd packaging && ls kubernetes/*.yaml kubernetes/{snapshots,groupsnapshots,encryption}/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
+examples() { grep -oE 'examples/(kubernetes(/(snapshots|groupsnapshots|encryption|snapshot-metadata))?|nomad|monitoring)/[^/ ]+\.(yaml|hcl|json)$' | sort; }
+want_examples=$(cd packaging && ls kubernetes/*.yaml kubernetes/{snapshots,groupsnapshots,encryption,snapshot-metadata}/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
 # documents lists the documents beside the README a package listing names.
 documents() { grep -oE 'zfs-csi/docs/[^/ ]+\.md$' | sort; }
 want_documents=$(ls docs/*.md | sed 's|^|zfs-csi/|' | sort)

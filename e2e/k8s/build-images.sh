@@ -3,8 +3,10 @@
 # cluster as docker-archive tarballs and print the directory that holds them.
 #
 # No registry is reachable, so every image is made here: the sidecars at the
-# exact references the shipped manifests pin (built from their Go modules), the
-# cluster's snapshot-controller at the csi-snapshotter's version, the pod
+# exact references the shipped manifests pin (built from their Go modules, the
+# opt-in external-snapshot-metadata sidecar's too), the cluster's
+# snapshot-controller at the csi-snapshotter's version, upstream's
+# snapshot-metadata-lister at the sidecar's version (a backup client), the pod
 # sandbox (cmd/pause) and a busybox workload image from Debian's busybox-static.
 # The guest imports them into containerd under those names, so the manifests
 # apply unchanged. Each tarball is cached by its image reference; the script
@@ -40,6 +42,10 @@ sidecar_module() {
 	csi-snapshotter) echo "github.com/kubernetes-csi/external-snapshotter/$major ./cmd/csi-snapshotter" ;;
 	snapshot-controller) echo "github.com/kubernetes-csi/external-snapshotter/$major ./cmd/snapshot-controller" ;;
 	csi-resizer) echo "github.com/kubernetes-csi/external-resizer/$major ./cmd/csi-resizer" ;;
+	# v0: no major suffix. The lister is upstream's example client, the
+	# ChangedBlocks scenario's backup application.
+	csi-snapshot-metadata) echo "github.com/kubernetes-csi/external-snapshot-metadata ./cmd/csi-snapshot-metadata" ;;
+	snapshot-metadata-lister) echo "github.com/kubernetes-csi/external-snapshot-metadata ./examples/snapshot-metadata-lister" ;;
 	*) return 1 ;;
 	esac
 }
@@ -48,6 +54,9 @@ sidecar_module() {
 # TAG and prints its path. Like Kubernetes itself, the module is built in a
 # copy: replaces of local directories (the snapshotter's ./client, a nested
 # module the zip lacks) point at the published module of the same version.
+# external-snapshot-metadata's ./client is published at its own versions, not
+# the sidecar's: its replace is dropped, and go.mod's require line (client
+# v0.1.0 for v0.2.0) picks it from the proxy.
 build_sidecar() {
 	local name="$1" tag="$2" mod pkg src tmp bin="$BIN/$1-$2"
 	if [[ -x $bin ]]; then
@@ -63,6 +72,10 @@ build_sidecar() {
 	chmod -R u+w "$tmp/src"
 	rm -rf "$tmp/src/vendor"
 	sed -i "s#^replace \(github.com/kubernetes-csi/external-snapshotter/client/$(basename "$mod")\) => \./client\$#replace \1 => \1 $tag#" "$tmp/src/go.mod"
+	if grep -q '^replace github.com/kubernetes-csi/external-snapshot-metadata/client => \./client$' "$tmp/src/go.mod"; then
+		(cd "$tmp/src" && go mod edit -dropreplace=github.com/kubernetes-csi/external-snapshot-metadata/client) ||
+			die "cannot drop the ./client replace of $mod@$tag"
+	fi
 	if ! (cd "$tmp/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off \
 		go build -trimpath -ldflags "-s -w -X main.version=$tag" -o "$bin.tmp" "$pkg") >&2; then
 		rm -rf "$tmp"
@@ -106,17 +119,21 @@ main() {
 	exec {lock_fd}>"$K8S_CACHE/images.lock"
 	flock "$lock_fd"
 	OCIIMAGE="$(tool ociimage)"
-	local ref name tag snaptag=""
+	local ref name tag snaptag="" metatag=""
 	while read -r ref; do
 		name="${ref##*/}"
 		tag="${name#*:}"
 		name="${name%%:*}"
 		[[ $name == csi-snapshotter ]] && snaptag="$tag"
+		[[ $name == csi-snapshot-metadata ]] && metatag="$tag"
 		image "$ref" -entrypoint "/$name" "/$name=$(build_sidecar "$name" "$tag")"
-	done < <(sed -n 's/^ *image: *//p' "$REPO/packaging/kubernetes/30-sidecars.yaml")
+	done < <(sed -n 's/^ *image: *//p' "$REPO/packaging/kubernetes/30-sidecars.yaml" "$REPO/$SNAPSHOT_METADATA_MANIFEST")
 	[[ -n $snaptag ]] || die "no csi-snapshotter in the manifests: which snapshot-controller?"
 	image "$(snapshot_controller_image "$snaptag")" -entrypoint /snapshot-controller \
 		"/snapshot-controller=$(build_sidecar snapshot-controller "$snaptag")"
+	[[ -n $metatag ]] || die "no csi-snapshot-metadata in $SNAPSHOT_METADATA_MANIFEST: which lister?"
+	image "$(snapshot_metadata_lister_image "$metatag")" -entrypoint /snapshot-metadata-lister \
+		"/snapshot-metadata-lister=$(build_sidecar snapshot-metadata-lister "$metatag")"
 	image "$PAUSE_IMAGE" -entrypoint /pause "/pause=$(tool pause)"
 	image "$WORKLOAD_IMAGE" -entrypoint /bin/sh -link-applets "$(busybox)" "/bin/busybox=$(busybox)"
 	printf '%s\n' "${IMAGES[@]}"

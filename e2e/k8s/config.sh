@@ -20,6 +20,13 @@ WORKLOAD_IMAGE=zfs-csi.e2e/busybox:debian
 # version of the csi-snapshotter the manifests pin.
 snapshot_controller_image() { echo "registry.k8s.io/sig-storage/snapshot-controller:$1"; }
 
+# The opt-in external-snapshot-metadata sidecar's manifest (its image is built
+# like the other sidecars'), and the image of upstream's example client at the
+# same version, under a name no registry serves: the ChangedBlocks scenario's
+# backup application.
+SNAPSHOT_METADATA_MANIFEST=packaging/kubernetes/snapshot-metadata/20-sidecar.yaml
+snapshot_metadata_lister_image() { echo "zfs-csi.e2e/snapshot-metadata-lister:$1"; }
+
 # The cluster's two nodes, one ZFS guest each (guest a boots as run.sh's first
 # guest, b as its peer): role, node name, address on the link between the
 # guests (--node-ip), kubelet port, pod subnet. The kubelet port is forwarded

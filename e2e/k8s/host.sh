@@ -3,7 +3,7 @@
 # k8s_prepare DIR lays out everything the nodes need in the share (DIR is
 # share/k8s): kubelet, kube-proxy, kubectl, the images, the certificates, the
 # shipped manifests, the chart rendered with helm-values.yaml, the snapshot
-# add-ons, the nodes' table (nodes) and the scenario binary. Everything slow is
+# add-ons (and the SnapshotMetadataService CRD), the nodes' table (nodes) and the scenario binary. Everything slow is
 # cached (build-k8s.sh, build-images.sh). k8s_node_net prints a node's user
 # network for qemu.
 
@@ -41,6 +41,22 @@ k8s_addons() {
 		die "external-snapshotter $tag: could not add --enable-distributed-snapshotting"
 }
 
+# k8s_cbt_crd DIR TAG writes the SnapshotMetadataService CRD that the
+# external-snapshot-metadata sidecar at TAG reads, as a cluster administrator
+# installs it: from its client module, at the version the sidecar's go.mod
+# requires (the sidecar's module zip leaves that nested module out).
+k8s_cbt_crd() {
+	local dir="$1" tag="$2" gomod version client
+	gomod="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshot-metadata@$tag" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')"
+	[[ -f $gomod ]] || die "cannot download external-snapshot-metadata $tag"
+	version="$(awk '$1 == "github.com/kubernetes-csi/external-snapshot-metadata/client" && $2 ~ /^v/ {print $2; exit}' "$gomod")"
+	[[ -n $version ]] || die "external-snapshot-metadata $tag requires no client module: where is its CRD?"
+	client="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshot-metadata/client@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	[[ -d $client ]] || die "cannot download external-snapshot-metadata/client $version"
+	mkdir -p "$dir"
+	cp "$client"/config/crd/cbt.storage.k8s.io_*.yaml "$dir/" || die "client $version has no cbt.storage.k8s.io CRD"
+}
+
 k8s_prepare() {
 	local dir="$1" kbin tag
 	mkdir -p "$dir/images" "$dir/manifests"
@@ -60,7 +76,7 @@ k8s_prepare() {
 	# What users apply apart (group snapshots, the encryption opt-in): beside
 	# the manifests, applied by the scenarios that need them.
 	local optional
-	for optional in groupsnapshots encryption; do
+	for optional in groupsnapshots encryption snapshot-metadata; do
 		mkdir -p "$dir/optional/$optional"
 		cp "$REPO/packaging/kubernetes/$optional"/*.yaml "$dir/optional/$optional/"
 	done
@@ -78,6 +94,10 @@ k8s_prepare() {
 		die "helm template of packaging/helm/zfs-csi failed"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
 	k8s_addons "$dir/addons" "$tag"
+	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshot-metadata:##p' "$REPO/$SNAPSHOT_METADATA_MANIFEST")"
+	[[ -n $tag ]] || die "no csi-snapshot-metadata image in $SNAPSHOT_METADATA_MANIFEST"
+	k8s_cbt_crd "$dir/addons/crds" "$tag"
+	snapshot_metadata_lister_image "$tag" >"$dir/lister-image"
 	printf '%s\n' "${K8S_NODES[@]}" >"$dir/nodes"
 	echo "$PAUSE_IMAGE" >"$dir/pause-image"
 	echo "$WORKLOAD_IMAGE" >"$dir/workload-image"

@@ -7,6 +7,7 @@ replace github.com/zfs-csi/zfs-csi => ../..
 require (
 	github.com/Masterminds/semver/v3 v3.4.0
 	github.com/google/cel-go v0.26.0
+	github.com/kubernetes-csi/external-snapshot-metadata/client v0.1.0
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
 	github.com/prometheus/common v0.73.1
 	github.com/prometheus/prometheus v0.316.0

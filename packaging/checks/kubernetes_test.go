@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	cbtv1alpha1 "github.com/kubernetes-csi/external-snapshot-metadata/client/apis/snapshotmetadataservice/v1alpha1"
 	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -55,6 +56,10 @@ func typed(kind string) any {
 		return &admissionv1beta1.MutatingAdmissionPolicy{}
 	case "MutatingAdmissionPolicyBinding":
 		return &admissionv1beta1.MutatingAdmissionPolicyBinding{}
+	case "Service":
+		return &corev1.Service{}
+	case "SnapshotMetadataService":
+		return &cbtv1alpha1.SnapshotMetadataService{}
 	}
 	return nil
 }
@@ -105,7 +110,7 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("../kubernetes/*.yaml")
-	for _, dir := range []string{"snapshots", "groupsnapshots", "encryption"} {
+	for _, dir := range []string{"snapshots", "groupsnapshots", "encryption", "snapshot-metadata"} {
 		more, _ := filepath.Glob("../kubernetes/" + dir + "/*.yaml")
 		if len(more) == 0 {
 			t.Errorf("no manifests in packaging/kubernetes/%s", dir)
@@ -118,6 +123,9 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The SnapshotMetadataService's template, as the docs' sed fills
+		// it in: caCert is base64.
+		data = bytes.ReplaceAll(data, []byte("@CA_CERT@"), []byte("Y2E="))
 		total += strictly(t, file, data)
 	}
 	if total < 12 {
@@ -134,6 +142,7 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 	snapshotAPI := []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
 	groupAPI := append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1", "--api-versions",
 		"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "--values", "../kubernetes/testdata/encryption-values.yaml",
+		"--values", "../kubernetes/testdata/snapshot-metadata-values.yaml",
 		"--set", "groupSnapshots.nodes={node-1,node-2}"}, snapshotAPI...)
 	for _, args := range [][]string{nil, snapshotAPI, append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...), groupAPI} {
 		var stderr bytes.Buffer

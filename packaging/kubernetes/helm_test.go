@@ -153,6 +153,7 @@ func TestChartRendersThePlainManifests(t *testing.T) {
 		{"with the group snapshot API and MutatingAdmissionPolicy", withGroupSnapshotAPI, []string{snapshotDir, groupSnapshotDir}, false},
 		{"with the group snapshot API and nodes", append(withTemplateNodes, withGroupSnapshotAPI...), []string{snapshotDir, groupSnapshotDir}, true},
 		{"with an encryption key Secret", []string{"--values", "testdata/encryption-values.yaml"}, []string{encryptionDir}, false},
+		{"with changed-block tracking", []string{"--values", "testdata/snapshot-metadata-values.yaml"}, []string{snapshotMetadataDir}, false},
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			plain := map[string]map[string]any{}

@@ -92,9 +92,20 @@ const (
 	snapshotDir      = "snapshots"
 	groupSnapshotDir = "groupsnapshots"
 	encryptionDir    = "encryption"
+	// snapshotMetadataDir is the opt-in for changed-block tracking through
+	// Kubernetes: the external-snapshot-metadata sidecar.
+	snapshotMetadataDir = "snapshot-metadata"
 )
 
-var optionalDirs = []string{snapshotDir, groupSnapshotDir, encryptionDir}
+var optionalDirs = []string{snapshotDir, groupSnapshotDir, encryptionDir, snapshotMetadataDir}
+
+// The SnapshotMetadataService is a template too: @CA_CERT@ is the base64 of
+// the user's CA certificate (docs/changed-block-tracking.md has the sed).
+// load fills in testCACert, the chart tests give the chart the same.
+const (
+	caCertPlaceholder = "@CA_CERT@"
+	testCACert        = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnRlc3QKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo="
+)
 
 // A template is applied once per node, @NODE@ replaced by the node's name
 // (docs/kubernetes.md has the sed; e2e/k8s/suite runs it, in make test and
@@ -125,6 +136,7 @@ func load(t *testing.T) []object {
 		if err != nil {
 			t.Fatal(err)
 		}
+		data = bytes.ReplaceAll(data, []byte(caCertPlaceholder), []byte(testCACert))
 		if !bytes.Contains(data, []byte(nodePlaceholder)) {
 			objects = append(objects, decode(t, file, data)...)
 			continue
@@ -186,7 +198,7 @@ func only(t *testing.T, objects []object, kind string) []object {
 func TestEveryManifestIsAWellFormedObject(t *testing.T) {
 	clusterScoped := []string{"Namespace", "CSIDriver", "StorageClass", "VolumeSnapshotClass", "VolumeGroupSnapshotClass", "ClusterRole",
 		"ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
-		"MutatingAdmissionPolicyBinding"}
+		"MutatingAdmissionPolicyBinding", "SnapshotMetadataService"}
 	for _, o := range load(t) {
 		t.Run(o.String(), func(t *testing.T) {
 			if str(o.doc, "apiVersion") == "" || o.kind() == "" || o.name() == "" {
@@ -321,12 +333,34 @@ func envFrom(container map[string]any, name string) string {
 	return ""
 }
 
-func TestSidecarDaemonSet(t *testing.T) {
-	sets := only(t, load(t), "DaemonSet")
-	if len(sets) != 1 {
-		t.Fatalf("%d DaemonSets, want 1", len(sets))
+// The DaemonSets: the sidecars that every installation runs, and the
+// opt-in external-snapshot-metadata sidecar (snapshot-metadata/).
+const (
+	sidecarsName         = "zfs-csi-sidecars"
+	snapshotMetadataName = "zfs-csi-snapshot-metadata"
+)
+
+// daemonSet is the DaemonSet of that name among objects.
+func daemonSet(t *testing.T, objects []object, name string) map[string]any {
+	t.Helper()
+	for _, o := range only(t, objects, "DaemonSet") {
+		if o.name() == name {
+			return o.doc
+		}
 	}
-	daemonSet := sets[0].doc
+	t.Fatalf("no DaemonSet %s", name)
+	return nil
+}
+
+func TestSidecarDaemonSet(t *testing.T) {
+	var names []string
+	for _, o := range only(t, load(t), "DaemonSet") {
+		names = append(names, o.name())
+	}
+	if want := []string{sidecarsName, snapshotMetadataName}; !slices.Equal(names, want) {
+		t.Fatalf("DaemonSets %v, want %v", names, want)
+	}
+	daemonSet := daemonSet(t, load(t), sidecarsName)
 	pod := get(daemonSet, "spec", "template", "spec")
 	byName := containers(t, daemonSet)
 
@@ -482,8 +516,8 @@ func TestOnlyTheSnapshotDirectoriesNeedTheSnapshotAPIs(t *testing.T) {
 // sidecars use, with the package's binary: a pod that stays ready while the
 // daemon is down would hide it.
 func TestSidecarsAreReadyOnlyWhileTheDaemonAnswers(t *testing.T) {
-	pod := get(only(t, load(t), "DaemonSet")[0].doc, "spec", "template", "spec")
-	probe := get(containers(t, only(t, load(t), "DaemonSet")[0].doc)["csi-provisioner"], "readinessProbe")
+	pod := get(daemonSet(t, load(t), sidecarsName), "spec", "template", "spec")
+	probe := get(containers(t, daemonSet(t, load(t), sidecarsName))["csi-provisioner"], "readinessProbe")
 	command := texts(probe, "exec", "command")
 	if !reflect.DeepEqual(command, []string{"/zfs-csi", "ctl", "--endpoint", "unix:///csi/csi.sock", "--timeout", "8s", "probe"}) {
 		t.Errorf("csi-provisioner's readiness probe runs %v, want zfs-csi ctl probe on the socket", command)
@@ -529,7 +563,7 @@ func TestGroupContentLabelPolicyIsBoundAndOnlyForThisDriversGroups(t *testing.T)
 
 // One priority class for the sidecars, the chart's default too.
 func TestSidecarsHaveTheNodeCriticalPriority(t *testing.T) {
-	pod := get(only(t, load(t), "DaemonSet")[0].doc, "spec", "template", "spec")
+	pod := get(daemonSet(t, load(t), sidecarsName), "spec", "template", "spec")
 	if got := str(pod, "priorityClassName"); got != "system-node-critical" {
 		t.Errorf("priorityClassName %q, want system-node-critical", got)
 	}

@@ -201,7 +201,8 @@ step_cluster() {
 
 # The cluster's snapshot machinery, as a cluster administrator installs it:
 # the CRDs and the snapshot-controller from the external-snapshotter module
-# (the host added --enable-distributed-snapshotting).
+# (the host added --enable-distributed-snapshotting), and the
+# SnapshotMetadataService CRD of the external-snapshot-metadata sidecar.
 step_addons() {
 	kubectl apply -f "$K8S/addons/crds/" >/dev/null || return 1
 	kubectl wait --for condition=established --timeout=120s crd --all >/dev/null || return 1
@@ -215,6 +216,7 @@ step_scenarios() {
 	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart.yaml" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_NODE="$PEER_NODE" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" \
 		ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" ZFS_CSI_E2E_RESULTS="$RESULTS" \
+		ZFS_CSI_E2E_LISTER_IMAGE="$(cat "$K8S/lister-image")" \
 		"$K8S/k8s.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
 	go_test_summary "$RESULTS/scenarios.log"

@@ -295,22 +295,8 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	if perNode != 1 {
 		t.Errorf("commands %q: %d use $NODE, want the one that applies a node's class", commands, perNode)
 	}
-	data, err := os.ReadFile(applied)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var object unstructured.Unstructured
-		if err := decoder.Decode(&object.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("what the docs apply does not decode: %v\n%s", err, data)
-		}
-		if object.Object == nil {
-			continue
-		}
+	for _, object := range appliedObjects(t, applied) {
 		got = append(got, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
 	}
 	slices.Sort(got)
@@ -322,5 +308,28 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("docs/kubernetes.md's commands %q apply (kind, name, managed-by)\n%q\nwant\n%q", commands, got, want)
+	}
+}
+
+// appliedObjects decodes the objects a fake kubectl recorded in file, what
+// docs' commands applied.
+func appliedObjects(t *testing.T, file string) []unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objects []unstructured.Unstructured
+	decoder := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var object unstructured.Unstructured
+		if err := decoder.Decode(&object.Object); errors.Is(err, io.EOF) {
+			return objects
+		} else if err != nil {
+			t.Fatalf("what the docs apply does not decode: %v\n%s", err, data)
+		}
+		if object.Object != nil {
+			objects = append(objects, object)
+		}
 	}
 }

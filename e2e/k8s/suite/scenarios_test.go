@@ -47,6 +47,7 @@ func TestCluster(t *testing.T) {
 		{"AcrossNodes", testAcrossNodes, false},
 		{"Health", testHealth, false},
 		{"Forwarding", testForwarding, false},
+		{"ChangedBlocks", testChangedBlocks, false},
 		{"Chart", testChart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
@@ -127,15 +128,7 @@ func (e *env) sidecarsReady(t *testing.T) {
 		}
 		want = int32(len(nodes.Items))
 	}
-	eventually(t, 5*time.Minute, "the sidecars' DaemonSet to be ready", func() (bool, error) {
-		ds, err := e.cs.AppsV1().DaemonSets(e.driverNS).Get(ctx(), sidecarsDS, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := ds.Status
-		return s.DesiredNumberScheduled == want && s.NumberReady == want,
-			fmt.Errorf("desired %d, ready %d, want %d; pods: %s", s.DesiredNumberScheduled, s.NumberReady, want, e.sidecarPods())
-	})
+	e.daemonSetReady(t, e.driverNS, sidecarsDS, want)
 	// A sidecar that cannot list or watch what it needs logs it within
 	// seconds of starting, and may exit.
 	time.Sleep(30 * time.Second)
@@ -151,6 +144,21 @@ func (e *env) sidecarsReady(t *testing.T) {
 		}
 	}
 	e.sidecarLogsClean(t)
+}
+
+// daemonSetReady waits for want pods of a DaemonSet to be scheduled and
+// ready.
+func (e *env) daemonSetReady(t *testing.T, ns, name string, want int32) {
+	t.Helper()
+	eventually(t, 5*time.Minute, "DaemonSet "+name+" to be ready", func() (bool, error) {
+		ds, err := e.cs.AppsV1().DaemonSets(ns).Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := ds.Status
+		return s.DesiredNumberScheduled == want && s.NumberReady == want,
+			fmt.Errorf("desired %d, ready %d, want %d; pods: %s", s.DesiredNumberScheduled, s.NumberReady, want, e.sidecarPods())
+	})
 }
 
 func (e *env) sidecarPods() string {
