@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,5 +136,23 @@ func TestSnapshotMetadataClientRoleIsUpstreamsLessTokensOfOthers(t *testing.T) {
 	}
 	if len(upstream) == 0 {
 		t.Fatalf("upstream's client role at %s grants nothing: moved?", filepath.Join(tag, "deploy"))
+	}
+}
+
+// The chart's opt-in refuses to render without the CA clients must trust,
+// and its address follows the release's namespace (where the Service is).
+func TestChartSnapshotMetadataNeedsItsCAAndNamesItsNamespace(t *testing.T) {
+	touchInputs(t)
+	out, err := exec.Command(helm(t), "template", "zfs-csi", chart, "--set", "snapshotMetadata.enabled=true").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "snapshotMetadata.caCert") {
+		t.Errorf("helm template without snapshotMetadata.caCert: %v, %s; want an error naming the value", err, out)
+	}
+	objects := render(t, "--namespace", "backup", "--values", "testdata/snapshot-metadata-values.yaml")
+	sms := only(t, objects, "SnapshotMetadataService")
+	if got := str(sms[0].doc, "spec", "address"); got != snapshotMetadataName+".backup:6443" {
+		t.Errorf("address %q in namespace backup, want %s.backup:6443", got, snapshotMetadataName)
+	}
+	if got := str(sms[0].doc, "spec", "caCert"); got != testCACert {
+		t.Errorf("caCert %q, want the values' %q", got, testCACert)
 	}
 }
