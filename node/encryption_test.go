@@ -59,7 +59,7 @@ func TestStageLoadsAnEncryptedVolumesKeyFromTheSecrets(t *testing.T) {
 	if err := stage(nil); err != nil {
 		t.Fatalf("with the key loaded, staging needs no secret: %v", err)
 	}
-	if calls := h.zfs.Calls(); calls["LoadKey"] != 0 || h.zfs.TotalCalls() != 1 {
-		t.Errorf("calls %v, want the one zfs list", calls)
+	if calls := h.zfs.Calls(); calls["LoadKey"] != 0 || calls["Inspect"] != 1 || h.zfs.TotalCalls() != 1 {
+		t.Errorf("calls %v, want the one read of the volume (Inspect)", calls)
 	}
 }

@@ -34,8 +34,8 @@ import (
 // The key reaches zfs on stdin only (zfs.Exec), never argv, log or disk.
 // Costs: nothing for a volume that is not encrypted, or whose key is loaded
 // and no secret came with the request; else one `zfs load-key` (or `-n`;
-// a passphrase costs its PBKDF2 rounds either way), plus one `zfs list` of
-// the root when the root is another dataset.
+// a passphrase costs its PBKDF2 rounds either way), plus a read of the
+// root when the root is another dataset (zfs.Inspect, as the volume's).
 func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset, secrets map[string]string) error {
 	if row.KeyStatus == "" {
 		return nil // not encrypted: a key in the secrets would protect nothing
@@ -94,9 +94,10 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 }
 
 // encryptionRootOfOurs reports whether an encryption root is a volume of
-// this driver, live or deleted (driver.Owner.Marked): one zfs list.
+// this driver, live or deleted (driver.Owner.Marked), read as the volume
+// was (zfs.Inspect).
 func (s *Server) encryptionRootOfOurs(ctx context.Context, root string) (bool, error) {
-	row, err := zfs.Get(ctx, s.zfs, root, s.props.All())
+	row, err := zfs.Inspect(ctx, s.zfs, root, s.props.All())
 	if errors.Is(err, zfs.ErrNotFound) {
 		return false, nil
 	}

@@ -129,8 +129,8 @@ func TestStageLoadsTheKeyOfARestoreAtItsEncryptionRoot(t *testing.T) {
 			if err := h.stageWith(restore, passphrase(volumeKey)); err != nil {
 				t.Fatalf("staging the restore with its key: %v", err)
 			}
-			if calls := h.zfs.Calls(); calls["LoadKey"] != 1 || calls["List"] != 2 || h.zfs.TotalCalls() != 3 {
-				t.Errorf("calls %v, want the volume's and the root's zfs list and one load-key", calls)
+			if calls := h.zfs.Calls(); calls["LoadKey"] != 1 || calls["Inspect"] != 2 || h.zfs.TotalCalls() != 3 {
+				t.Errorf("calls %v, want the volume's and the root's read (Inspect) and one load-key", calls)
 			}
 			if mount := h.mountAt(restore.staging); mount == nil || mount.Source != restore.dataset {
 				t.Errorf("not staged: %v", h.host.MountTable())
@@ -256,8 +256,8 @@ func TestStageChecksTheSecretsOfAVolumeWhoseKeyIsLoaded(t *testing.T) {
 	if err := h.stageWith(&second, nil); err != nil {
 		t.Fatal(err)
 	}
-	if h.keyCommands() != 0 || h.zfs.TotalCalls() != 1 {
-		t.Errorf("calls %v, want the one zfs list", h.zfs.Calls())
+	if h.keyCommands() != 0 || h.zfs.Calls()["Inspect"] != 1 || h.zfs.TotalCalls() != 1 {
+		t.Errorf("calls %v, want the one read of the volume (Inspect)", h.zfs.Calls())
 	}
 }
 

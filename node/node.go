@@ -15,9 +15,10 @@
 // ZFS is the only state (ARCHITECTURE.md decision 1), and the mount table is the
 // node's: every call reads /proc/self/mountinfo to learn what is staged or
 // published, so repeated calls are idempotent and calls after a reboot (no
-// mounts left) restore access. Staging is the one call that reads ZFS (one
-// zfs list), to enforce the ownership guard; the others act only on mounts
-// the guard already let through.
+// mounts left) restore access. Staging is the one call that reads ZFS, to
+// enforce the ownership guard (zfs.Inspect: the ioctl zfs itself uses, or
+// one zfs list when that cannot answer); the others act only on mounts the
+// guard already let through.
 package node
 
 import (
@@ -199,12 +200,13 @@ func (s *Server) openVolume(volumeID string, check idCheck) (volumeRef, VolumeMo
 	return volume, recognise, release, nil
 }
 
-// lookupVolume reads the volume from ZFS (one zfs list) and enforces the
-// rest of the ownership guard: it exists, is a filesystem or volume, carries
-// the managed mark and is not deleted. A volume_context, when given, must
-// agree with what ZFS says.
+// lookupVolume reads the volume from ZFS (zfs.Inspect: in-process, with
+// one zfs list only when that read cannot answer) and enforces the rest of
+// the ownership guard: it exists, is a filesystem or volume, carries the
+// managed mark and is not deleted. A volume_context, when given, must agree
+// with what ZFS says. The row holds zfs.InspectedFields only.
 func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeContext map[string]string) (zfs.Dataset, error) {
-	row, err := zfs.GetWithKeyStatus(ctx, s.zfs, volume.dataset, s.props.All())
+	row, err := zfs.Inspect(ctx, s.zfs, volume.dataset, s.props.All())
 	if errors.Is(err, zfs.ErrNotFound) {
 		return zfs.Dataset{}, volumeNotFound(volume.id, "its dataset does not exist")
 	}

@@ -16,10 +16,12 @@ import (
 // changes the volume's mounts, and a concurrent unstage or publish would
 // see them half made.
 //
-// On the happy path it runs one zfs list (the ownership guard) and one
-// mount(2): the dataset at the staging path, the zvol's filesystem there
-// (after mkfs on first use), or the zvol's device node onto a file in the
-// staging directory. A volume already staged there costs no zfs command.
+// On the happy path it reads the volume once (the ownership guard:
+// zfs.Inspect, an ioctl, no zfs command unless that read cannot answer) and
+// makes one mount(2): the dataset at the staging path, the zvol's
+// filesystem there (after mkfs on first use), or the zvol's device node onto
+// a file in the staging directory. A volume already staged there reads
+// nothing.
 func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-func TestStageMountsEachKindOfVolumeWithOneZFSCommand(t *testing.T) {
+func TestStageMountsEachKindOfVolumeWithOneReadOfZFS(t *testing.T) {
 	for _, test := range []struct {
 		fsType     string
 		mountPoint string // relative to the staging directory
@@ -37,8 +37,8 @@ func TestStageMountsEachKindOfVolumeWithOneZFSCommand(t *testing.T) {
 			if err := h.stage(v); err != nil {
 				t.Fatal(err)
 			}
-			if calls := h.zfs.Calls(); calls["List"] != 1 || h.zfs.TotalCalls() != 1 {
-				t.Errorf("stage ran zfs commands %v, want one list", calls)
+			if calls := h.zfs.Calls(); calls["Inspect"] != 1 || h.zfs.TotalCalls() != 1 {
+				t.Errorf("stage called %v, want one Inspect (the ioctl, no zfs command)", calls)
 			}
 			mount := h.mountAt(filepath.Join(v.staging, test.mountPoint))
 			if mount == nil {

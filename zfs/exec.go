@@ -64,6 +64,10 @@ const DefaultCommandTimeout = 10 * time.Minute
 // Exec is safe for concurrent use.
 type Exec struct {
 	cfg ExecConfig
+	// objsetStats is Inspect's ioctl (readObjsetStats); tests replace it.
+	objsetStats func(ctx context.Context, name string) (objsetStats, []byte, error)
+	// inspectFellBack is set at Inspect's first fallback to zfs list.
+	inspectFellBack atomic.Bool
 }
 
 var _ Interface = (*Exec)(nil)
@@ -83,7 +87,7 @@ func NewExec(cfg ExecConfig) *Exec {
 	if cfg.CommandTimeout <= 0 {
 		cfg.CommandTimeout = DefaultCommandTimeout
 	}
-	return &Exec{cfg: cfg}
+	return &Exec{cfg: cfg, objsetStats: readObjsetStats}
 }
 
 // bound gives ctx the default deadline when it has none.

@@ -4,7 +4,8 @@
 // (Dataset, Pool, sizes in bytes as uint64) and typed errors (ErrNotFound,
 // ErrExists, …) and decide what they mean. The real implementation (Exec) runs
 // the zfs and zpool commands directly, without a shell, with LC_ALL=C and the
-// caller's context deadline; Fake is a stateful in-memory pool for tests.
+// caller's context deadline, and reads one dataset's identity (Inspect) with
+// the ioctl zfs itself uses; Fake is a stateful in-memory pool for tests.
 package zfs
 
 import (

@@ -42,7 +42,7 @@ func sectionWork(number string, cfg config) int {
 	case "1":
 		return cfg.n*8*3*2 + 2*snapshotDepth // eight items, driver and one or two bare sides, a command or two each; the deep volume's snapshots
 	case "4":
-		return cfg.nodeN * 4 * 4 // three sides and the ownership prototype
+		return cfg.nodeN * 4 * 4 // three sides and the ownership read's three
 	case "2":
 		return cfg.concurrent * 2 * 4
 	case "3":

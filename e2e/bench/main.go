@@ -37,7 +37,9 @@
 //     the same program with the same arguments run bare (programs.go);
 //   - the node's mounts: the driver's three mount(2) calls made from the
 //     bench's own process (the target's measure), and the forked mount
-//     commands beside them (section 4);
+//     commands beside them (section 4); NodeStage's ownership read, in
+//     process (zfs.Exec.Inspect), against the bare ioctl it makes, and the
+//     zfs list it ran before against it (ownership.go);
 //   - work a call leaves running when it returns is waited for before the
 //     next side and shown in a row of its own (interleaveSides).
 package main
@@ -305,8 +307,10 @@ func (b *bench) table() string {
 var bareSides = []string{
 	"bare sides: zfs commands are the driver's own argv (captured in section 6) on other datasets; where the driver runs a",
 	"  zfs program (CreateSnapshot, DeleteSnapshot, DeleteVolume, group snapshots) a row more runs the same program bare; node mounts are the",
-	"  driver's three mount(2) calls from the bench's own process (and, in a second row, the forked mount commands); listings",
-	"  and passes are the replay of the zfs commands the daemon logged; work a call leaves running has a row of its own",
+	"  driver's three mount(2) calls from the bench's own process (and, in a second row, the forked mount commands); NodeStage's",
+	"  ownership read (zfs.Exec.Inspect, in-process) is the bare ZFS_IOC_OBJSET_STATS ioctl, nothing decoded, and in a second row",
+	"  the zfs list it ran before against it; listings and passes are the replay of the zfs commands the daemon logged; work a",
+	"  call leaves running has a row of its own",
 }
 
 // loopbackUp brings lo up: the guest's init leaves it down, and a daemon

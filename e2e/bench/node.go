@@ -106,11 +106,11 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 		fmt.Printf("=== bench: %s: driver p50 %s, mount(2) p50 %s, forked mount p50 %s\n", kind.what, ms(drv.p50()), ms(syscalls.p50()), ms(forked.p50()))
 		ownership, err := b.ownershipReads(ctx, countKind(kind.fsType), dataset, b.cfg.nodeN)
 		if err != nil {
-			// A prototype's failure is a finding, not the section's end.
-			b.notes = append(b.notes, fmt.Sprintf("section 4: the ownership-read prototype: %v", err))
+			// Its failure is a finding, not the section's end.
+			b.notes = append(b.notes, fmt.Sprintf("section 4: the ownership read: %v", err))
 			continue
 		}
-		b.rows["4"] = append(b.rows["4"], ownership)
+		b.rows["4"] = append(b.rows["4"], ownership...)
 	}
 	return nil
 }

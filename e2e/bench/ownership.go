@@ -4,117 +4,107 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// A prototype of issue 37 item 2: NodeStageVolume's one zfs command is the
-// ownership read (zfs list of the volume with the driver's properties),
-// and a process start costs ~145 ms in the emulated guest. ZFS answers the
-// same question without a process through the ioctl zfs itself uses,
-// ZFS_IOC_OBJSET_STATS on /dev/zfs, which returns every property of the
-// dataset, user properties among them, as a packed nvlist. The prototype
-// times that ioctl with the decoding of its answer (nvlist.go) and the
-// check the driver makes: the managed mark set, no deleted mark.
+// NodeStageVolume's ownership read (issue 37 item 2) is zfs.Exec.Inspect:
+// ZFS_IOC_OBJSET_STATS on /dev/zfs, the ioctl zfs list itself makes, its
+// answer decoded in-process, and a zfs list only when that cannot answer.
+// Section 4 times the driver's read (the zfs package's Inspect, the code the
+// daemon runs) against its bare side, the same ioctl made once on an open
+// /dev/zfs with nothing decoded, the cheapest way to ask ZFS; and the
+// zfs list that NodeStageVolume ran before (zfs.GetWithKeyStatus, the
+// fallback's argv) against the driver's read, to show what the exec cost.
 
 // zfsIocObjsetStats is ZFS_IOC_OBJSET_STATS ('Z' << 8 + 0x12, include/sys/fs/zfs.h).
 const zfsIocObjsetStats = 0x5a12
 
 // zfs_cmd_t starts with zc_name[MAXPATHLEN], then zc_nvlist_src and its
-// size, zc_nvlist_dst and its size (uint64 each); the whole struct is below
-// 16 KiB in the OpenZFS 2.x releases.
+// size, zc_nvlist_dst and its size (uint64 each); the whole struct is
+// 13,744 bytes in OpenZFS 2.1.11 and 2.3.
 const (
 	zcNvlistDst     = 4096 + 16
 	zcNvlistDstSize = 4096 + 24
 	zcSize          = 16 << 10
 )
 
-// objsetStats reads a dataset's properties by ioctl on an open /dev/zfs.
-func objsetStats(zfsDevice int, dataset string) ([]byte, error) {
-	cmd := make([]byte, zcSize)
+// objsetStats is the bare ioctl on an open /dev/zfs: the answer's bytes,
+// not decoded.
+func objsetStats(zfsDevice int, dataset string, cmd, dst []byte) error {
+	clear(cmd)
 	copy(cmd, dataset)
-	dst := make([]byte, 64<<10)
 	binary.LittleEndian.PutUint64(cmd[zcNvlistDst:], uint64(uintptr(unsafe.Pointer(&dst[0]))))
 	binary.LittleEndian.PutUint64(cmd[zcNvlistDstSize:], uint64(len(dst)))
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(zfsDevice), zfsIocObjsetStats, uintptr(unsafe.Pointer(&cmd[0])))
 	runtime.KeepAlive(dst)
 	if errno != 0 {
-		return nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %w", dataset, errno)
+		return fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %w", dataset, errno)
 	}
-	size := binary.LittleEndian.Uint64(cmd[zcNvlistDstSize:])
-	if size > uint64(len(dst)) {
-		return nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %d bytes", dataset, size)
+	if size := binary.LittleEndian.Uint64(cmd[zcNvlistDstSize:]); size > uint64(len(dst)) {
+		return fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %d bytes", dataset, size)
 	}
-	return dst[:size], nil
+	return nil
 }
 
-// ownershipReads times NodeStageVolume's zfs list of a volume (as section 6
-// captured it) beside the ioctl, interleaved, rounds times.
-func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds int) (row, error) {
-	what := "NodeStage " + kind + ": its ownership read (zfs list) vs prototype: the ioctl zfs uses, in-process"
-	list, ok := b.templates["stage-list "+kind]
-	if !ok {
-		return row{}, fmt.Errorf("section 6 captured no zfs list of NodeStageVolume %s", kind)
-	}
+// ownershipReads times NodeStageVolume's ownership read of a volume: the
+// driver's (zfs.Exec.Inspect) against the bare ioctl, and the zfs list it
+// replaced against the driver's, interleaved, rounds times. A round whose
+// Inspect ran a zfs command (it fell back) or did not find a live volume
+// is an error: the row would not be measuring the fast path.
+func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds int) ([]row, error) {
+	var commands atomic.Int32
+	z := zfs.NewExec(zfs.ExecConfig{ZFSPath: b.tools.zfs, ZpoolPath: b.tools.zpool,
+		OnCommand: func(string, time.Duration, error) { commands.Add(1) }})
 	device, err := unix.Open("/dev/zfs", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return row{}, err
+		return nil, err
 	}
 	defer unix.Close(device)
-	var exec, ioctl samples
+	cmd, dst := make([]byte, zcSize), make([]byte, 64<<10)
+	props := b.props.All()
+	var inspect, ioctl, list samples
 	for i := range rounds {
-		err := interleave(i, nil, func() (time.Duration, error) {
-			took, _, err := run(ctx, append([]string{b.tools.zfs}, list.with(nil, dataset)...)...)
-			return took, err
-		}, func() (time.Duration, error) {
-			start := time.Now()
-			out, err := objsetStats(device, dataset)
-			live := false
-			if err == nil {
-				live, err = b.liveVolume(out)
-			}
-			took := time.Since(start)
-			if err == nil && !live {
-				err = fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: not a live volume by its properties", dataset)
-			}
-			if err == nil && i == 0 && b.cfg.out != "" {
-				// What ZFS answered, for a decoder's tests.
-				err = os.WriteFile(filepath.Join(filepath.Dir(b.cfg.out), "objset-stats-"+strings.ReplaceAll(kind, " ", "-")+".bin"), out, 0o644)
-			}
-			return took, err
-		}, &exec, &ioctl)
+		err := interleaveSides(i, nil, []side{
+			{func() (time.Duration, error) {
+				commands.Store(0)
+				start := time.Now()
+				row, err := z.Inspect(ctx, dataset, props)
+				took := time.Since(start)
+				switch {
+				case err != nil:
+					return took, err
+				case commands.Load() != 0:
+					return took, fmt.Errorf("Inspect %s fell back to zfs list", dataset)
+				case row.User[b.props.Managed] != "true" || row.User[b.props.Deleted] != "":
+					return took, fmt.Errorf("Inspect %s: not a live volume by its properties: %v", dataset, row.User)
+				}
+				return took, nil
+			}, &inspect, true},
+			{func() (time.Duration, error) {
+				start := time.Now()
+				err := objsetStats(device, dataset, cmd, dst)
+				return time.Since(start), err
+			}, &ioctl, false},
+			{func() (time.Duration, error) {
+				start := time.Now()
+				_, err := zfs.GetWithKeyStatus(ctx, z, dataset, props)
+				return time.Since(start), err
+			}, &list, false},
+		}, nil)
 		if err != nil {
-			return row{}, err
+			return nil, err
 		}
 	}
-	r := compare("4", what, exec, ioctl, 0)
-	r.commands = "1: list / 0"
-	return r, nil
-}
-
-// liveVolume decodes ZFS_IOC_OBJSET_STATS's answer and applies the driver's
-// rule: the managed mark is "true" and there is no deleted mark. Each
-// property is a list of its value and its source.
-func (b *bench) liveVolume(packed []byte) (bool, error) {
-	properties, err := decodeNVList(packed)
-	if err != nil {
-		return false, err
-	}
-	value := func(name string) (string, bool) {
-		property, ok := properties[name].(nvlist)
-		if !ok {
-			return "", false
-		}
-		text, ok := property["value"].(string)
-		return text, ok
-	}
-	managed, _ := value(b.props.Managed)
-	_, deleted := value(b.props.Deleted)
-	return managed == "true" && !deleted, nil
+	read := compare("4", "NodeStage "+kind+": its ownership read in-process (zfs.Exec.Inspect) vs the bare ioctl, nothing decoded", inspect, ioctl, 1.10)
+	read.commands = "0 / 0"
+	before := compare("4", "NodeStage "+kind+": the zfs list it ran before (its fallback) vs its in-process read", list, inspect, 0)
+	before.commands = "1: list / 0"
+	return []row{read, before}, nil
 }

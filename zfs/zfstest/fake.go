@@ -559,6 +559,36 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 	return rows, nil
 }
 
+var _ zfs.Inspector = (*Fake)(nil)
+
+// Inspect implements zfs.Inspector as Exec's answers: a dataset's name,
+// type, origin, key status, encryption root and user properties, the other
+// fields zero, so that a caller relying on one Inspect leaves out fails its
+// tests here. It counts as "Inspect", not as a command. Where Exec falls
+// back to zfs list its answer is List's: a suspended pool's error, and the
+// refusal of a value with a tab or newline.
+func (f *Fake) Inspect(ctx context.Context, name string, userProps []string) (zfs.Dataset, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Inspect"); err != nil {
+		return zfs.Dataset{}, err
+	}
+	if err := f.suspended("open", name); err != nil {
+		return zfs.Dataset{}, err
+	}
+	d, ok := f.datasets[name]
+	if !ok {
+		return zfs.Dataset{}, f.fail("open", name, zfs.ErrNotFound)
+	}
+	listed := f.row(d, userProps)
+	f.cryptoColumns(d, &listed)
+	if err := asListed(&listed, 1); err != nil {
+		return zfs.Dataset{}, err
+	}
+	return zfs.Dataset{Name: listed.Name, Type: listed.Type, Origin: listed.Origin, KeyStatus: listed.KeyStatus,
+		EncryptionRoot: listed.EncryptionRoot, User: listed.User}, nil
+}
+
 // PoolStatus implements Interface.
 func (f *Fake) PoolStatus(ctx context.Context, name string) (zfs.PoolStatus, error) {
 	f.mu.Lock()
