@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,12 +78,22 @@ func testChangedBlocks(t *testing.T, e *env) {
 	claim := "cbt"
 	c := class{"zfs-block", true}
 	e.pvc(t, claim, c.name, "1Gi", c.mode(), "")
+	made := []string{"pvc/" + claim} // kubectl's names of what the scenario makes in e.ns
+	t.Cleanup(func() {
+		// After a failure: what the scenario made goes, so that
+		// NothingLeft reports the failure's cause, not its leftovers.
+		if t.Failed() {
+			slices.Reverse(made)
+			_, _ = run(e.kubectl, append([]string{"-n", e.ns, "delete", "--ignore-not-found", "--wait=false"}, made...)...)
+		}
+	})
 	for i, writes := range [][]extent{firstWrites, secondWrites} {
-		writer := fmt.Sprintf("%s-write-%d", claim, i+1)
+		writer, snapshot := fmt.Sprintf("%s-write-%d", claim, i+1), fmt.Sprintf("%s-%c", claim, 'a'+i)
+		made = append(made, "pod/"+writer, "volumesnapshot/"+snapshot)
 		e.pod(t, writer, claim, true, writeExtents(writes))
 		e.finished(t, writer, 5*time.Minute)
 		e.deletePod(t, writer)
-		e.snapshot(t, fmt.Sprintf("%s-%c", claim, 'a'+i), claim)
+		e.snapshot(t, snapshot, claim)
 	}
 	ds := e.dataset(t, e.boundPV(t, claim))
 	block, err := strconv.ParseInt(e.props(t, ds, "volblocksize")[0], 10, 64)
@@ -106,6 +117,7 @@ func testChangedBlocks(t *testing.T, e *env) {
 	for i, node := range nodes {
 		for call, args := range calls {
 			name := fmt.Sprintf("cbt-%s-%d", call, i)
+			made = append(made, "pod/"+name)
 			e.listerPod(t, name, node, lister, service.Spec.ClusterIP, args)
 			pods = append(pods, name)
 		}
@@ -123,7 +135,7 @@ func testChangedBlocks(t *testing.T, e *env) {
 				t.Errorf("%s on %s: volume_capacity_bytes %d, want 1 GiB", call, node, capacity)
 			}
 			if err := coversOnly(got, want[call], block); err != nil {
-				t.Errorf("%s (A→B) from node %s's sidecar: %v", call, node, err)
+				t.Errorf("%s from node %s's sidecar: %v", call, node, err)
 			} else {
 				t.Logf("%s from node %s's sidecar: %v", call, node, got)
 			}
