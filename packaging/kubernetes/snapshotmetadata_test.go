@@ -156,3 +156,14 @@ func TestChartSnapshotMetadataNeedsItsCAAndNamesItsNamespace(t *testing.T) {
 		t.Errorf("caCert %q, want the values' %q", got, testCACert)
 	}
 }
+
+// The sidecar reads the VolumeSnapshotClass of each snapshot (by name, or
+// the driver's default by listing), which upstream's role does not grant.
+func TestSnapshotMetadataSidecarMayReadSnapshotClasses(t *testing.T) {
+	cluster, _ := serviceAccountGrants(t, load(t), snapshotMetadataName)
+	for _, verb := range []string{"get", "list"} {
+		if !cluster[grant{"snapshot.storage.k8s.io", "volumesnapshotclasses", verb}] {
+			t.Errorf("the sidecar may not %s volumesnapshotclasses: every call would be UNAVAILABLE", verb)
+		}
+	}
+}
