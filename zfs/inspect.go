@@ -121,8 +121,9 @@ var errObjsetSurprise = errors.New("ZFS_IOC_OBJSET_STATS answered what Inspect d
 //
 //   - type: from the stats struct, as make_dataset_handle_common decides it
 //     (a snapshot, else a zvol or filesystem by dds_type);
-//   - origin: dds_origin, else the origin property; none for a snapshot
-//     (zfs_prop_get: origin is not a snapshot's property);
+//   - origin: the origin property (2.1), or dds_origin when set (2.3): the
+//     kernel fills both from dsl_dir_get_origin, and they must agree; none
+//     for a snapshot (zfs_prop_get: origin is not a snapshot's property);
 //   - keystatus and encryptionroot: the properties dsl_dataset_crypt_stats
 //     adds for an encrypted dataset; absent, zfs list prints "-" (read-only
 //     properties without a value);
@@ -165,13 +166,11 @@ func objsetDataset(name string, stats objsetStats, props nvList, userProps []str
 		return surprise("origin is not a string")
 	case row.Type == Snapshot && (stats.origin != "" || hasOrigin):
 		return surprise("a snapshot with an origin")
-	case stats.origin != "" && hasOrigin && origin != stats.origin:
+	case stats.origin != "" && origin != stats.origin:
+		// 2.3 prints dds_origin, 2.1 the property: they must agree.
 		return surprise("origin %q in the stats, %q in the properties", stats.origin, origin)
-	case stats.origin != "":
-		row.Origin = stats.origin
-	default:
-		row.Origin = origin
 	}
+	row.Origin = origin
 	switch status := propValue(props, "keystatus"); status {
 	case nil:
 	case uint64(1): // ZFS_KEYSTATUS_UNAVAILABLE

@@ -92,7 +92,7 @@ func TestInspectReadsEachKindOfDatasetAsZFSListPrintsIt(t *testing.T) {
 				b.property("keystatus", uint64(1)).property("encryptionroot", "tank/csi/e").property("origin", "tank/csi/e@s")
 			}), false, "tank/csi/e@s",
 			Dataset{Name: "tank/csi/f", Type: Volume, Origin: "tank/csi/e@s", KeyStatus: "unavailable", EncryptionRoot: "tank/csi/e"}},
-		{"an origin in the properties only (libzfs reads it when dds_origin is empty)", "tank/csi/h",
+		{"an origin in the properties only (libzfs 2.1 and 2.3 print it when dds_origin is empty)", "tank/csi/h",
 			answer(objsetTypeZFS, func(b *nvBuilder) { b.property("origin", "tank/csi/a@s") }), false, "",
 			Dataset{Name: "tank/csi/h", Type: Filesystem, Origin: "tank/csi/a@s"}},
 		{"an empty user property value", "tank/csi/g",
@@ -124,6 +124,7 @@ func TestInspectRefusesAnAnswerItCannotReadForCertain(t *testing.T) {
 		{"a snapshot with an origin", "tank/a@s", plain, func(s *objsetStats) { s.snapshot, s.origin = true, "tank/b@s" }},
 		{"two origins", "tank/a", answer(objsetTypeZFS, func(b *nvBuilder) { b.property("origin", "tank/b@s") }),
 			func(s *objsetStats) { s.origin = "tank/c@s" }},
+		{"an origin in the struct only (2.3 would print it, 2.1 not)", "tank/a", plain, func(s *objsetStats) { s.origin = "tank/c@s" }},
 		{"a numeric origin", "tank/a", answer(objsetTypeZFS, func(b *nvBuilder) { b.property("origin", uint64(1)) }), func(*objsetStats) {}},
 		{"keystatus none", "tank/a", answer(objsetTypeZFS, func(b *nvBuilder) { b.property("keystatus", uint64(0)) }), func(*objsetStats) {}},
 		{"keystatus 3", "tank/a", answer(objsetTypeZFS, func(b *nvBuilder) { b.property("keystatus", uint64(3)) }), func(*objsetStats) {}},

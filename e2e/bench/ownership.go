@@ -81,9 +81,9 @@ func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds
 				case err != nil:
 					return took, err
 				case commands.Load() != 0:
-					return took, fmt.Errorf("Inspect %s fell back to zfs list", dataset)
+					return took, fmt.Errorf("zfs.Exec.Inspect of %s fell back to zfs list", dataset)
 				case row.User[b.props.Managed] != "true" || row.User[b.props.Deleted] != "":
-					return took, fmt.Errorf("Inspect %s: not a live volume by its properties: %v", dataset, row.User)
+					return took, fmt.Errorf("zfs.Exec.Inspect of %s: not a live volume by its properties: %v", dataset, row.User)
 				}
 				return took, nil
 			}, &inspect, true},
