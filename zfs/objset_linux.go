@@ -87,6 +87,9 @@ func objsetStatsIoctl(name string) (objsetStats, []byte, error) {
 	for size := objsetStatsFirstBuffer; ; {
 		clear(cmd)
 		copy(cmd, name)
+		// Its address reaches the kernel inside cmd, unseen by the
+		// compiler: a size known only at run time keeps it on the heap,
+		// which does not move (a goroutine's stack could).
 		packed := make([]byte, size)
 		binary.NativeEndian.PutUint64(cmd[zcNvlistDst:], uint64(uintptr(unsafe.Pointer(&packed[0]))))
 		binary.NativeEndian.PutUint64(cmd[zcNvlistDstSize:], uint64(len(packed)))

@@ -67,7 +67,10 @@ func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds
 		return nil, err
 	}
 	defer unix.Close(device)
-	cmd, dst := make([]byte, zcSize), make([]byte, 64<<10)
+	// dst's address goes to the kernel inside cmd, where the compiler
+	// cannot see it: a size known only at run time keeps it on the heap,
+	// which does not move (a stack could).
+	cmd, dst := make([]byte, zcSize), make([]byte, 64<<10+len(dataset))
 	props := b.props.All()
 	var inspect, ioctl, list samples
 	for i := range rounds {
