@@ -66,8 +66,9 @@ type Exec struct {
 	cfg ExecConfig
 	// objsetStats is Inspect's ioctl (readObjsetStats); tests replace it.
 	objsetStats func(ctx context.Context, name string) (objsetStats, []byte, error)
-	// inspectFellBack is set at Inspect's first fallback to zfs list.
-	inspectFellBack atomic.Bool
+	// inspectMisfit is set at Inspect's first answer in a form it does not
+	// know (inspectByList).
+	inspectMisfit atomic.Bool
 }
 
 var _ Interface = (*Exec)(nil)

@@ -59,7 +59,7 @@ var _ Inspector = (*Exec)(nil)
 // counted and logged as every command is.
 func (e *Exec) Inspect(ctx context.Context, name string, userProps []string) (Dataset, error) {
 	if !inspectable(name, userProps) {
-		return e.inspectByList(ctx, name, userProps, "a name or property zfs list treats apart")
+		return e.inspectByList(ctx, name, userProps, errors.New("a name or property zfs list treats apart"))
 	}
 	stats, packed, err := e.objsetStats(ctx, name)
 	if errors.Is(err, ErrNotFound) {
@@ -77,17 +77,19 @@ func (e *Exec) Inspect(ctx context.Context, name string, userProps []string) (Da
 	if ctx.Err() != nil {
 		return Dataset{}, err
 	}
-	return e.inspectByList(ctx, name, userProps, err.Error())
+	return e.inspectByList(ctx, name, userProps, err)
 }
 
-// inspectByList is Inspect's fallback. The first one an Exec makes is a
-// warning (the fast path may not fit this ZFS), later ones debug lines.
-func (e *Exec) inspectByList(ctx context.Context, name string, userProps []string, why string) (Dataset, error) {
+// inspectByList is Inspect's fallback. Its log line is debug, except for
+// the first misfit an Exec meets (an answer that does not decode, or not in
+// the form this code knows): a warning, since every later read of this ZFS
+// will likely fall back too and cost a process.
+func (e *Exec) inspectByList(ctx context.Context, name string, userProps []string, why error) (Dataset, error) {
 	event := e.cfg.Logger.Debug()
-	if e.inspectFellBack.CompareAndSwap(false, true) {
+	if (errors.Is(why, errNVList) || errors.Is(why, errObjsetMisfit)) && e.inspectMisfit.CompareAndSwap(false, true) {
 		event = e.cfg.Logger.Warn()
 	}
-	event.Str("dataset", name).Str("reason", why).Msg("reading a dataset with zfs list instead of ZFS_IOC_OBJSET_STATS")
+	event.Str("dataset", name).Str("reason", why.Error()).Msg("reading a dataset with zfs list instead of ZFS_IOC_OBJSET_STATS")
 	row, err := GetWithKeyStatus(ctx, e, name, userProps)
 	if err != nil {
 		return Dataset{}, err
@@ -113,8 +115,14 @@ const (
 )
 
 // errObjsetSurprise is an answer of the ioctl that Inspect does not take:
-// Exec falls back to zfs list.
-var errObjsetSurprise = errors.New("ZFS_IOC_OBJSET_STATS answered what Inspect does not read")
+// Exec falls back to zfs list. errObjsetMisfit, among them, is an answer in
+// a form this code was not written for (a ZFS whose zfs_cmd_t or property
+// list changed): the fast path may not fit this ZFS at all, which the
+// daemon's log says once.
+var (
+	errObjsetSurprise = errors.New("ZFS_IOC_OBJSET_STATS answered what Inspect does not read")
+	errObjsetMisfit   = errors.New("an answer in a form this code does not know")
+)
 
 // objsetDataset turns the ioctl's answer into the row zfs list would print,
 // by libzfs's rules (lib/libzfs/libzfs_dataset.c, OpenZFS 2.1.11 and 2.3):
@@ -134,7 +142,13 @@ var errObjsetSurprise = errors.New("ZFS_IOC_OBJSET_STATS answered what Inspect d
 // type, createtxg and guid both carry must agree, or the layout of zfs_cmd_t
 // is not what this code was written for.
 func objsetDataset(name string, stats objsetStats, props nvList, userProps []string) (Dataset, error) {
-	surprise := func(format string, args ...any) (Dataset, error) {
+	// A misfit is an answer in a form this code was not written for; the
+	// others (a receive in progress, a value zfs list cannot print) are
+	// ZFS's ordinary answers that Inspect leaves to zfs list.
+	misfit := func(format string, args ...any) (Dataset, error) {
+		return Dataset{}, fmt.Errorf("%w: %w: %s: %s", errObjsetSurprise, errObjsetMisfit, name, fmt.Sprintf(format, args...))
+	}
+	apart := func(format string, args ...any) (Dataset, error) {
 		return Dataset{}, fmt.Errorf("%w: %s: %s", errObjsetSurprise, name, fmt.Sprintf(format, args...))
 	}
 	typeProp, _ := propValue(props, "type").(uint64)
@@ -142,12 +156,12 @@ func objsetDataset(name string, stats objsetStats, props nvList, userProps []str
 	guid, _ := propValue(props, "guid").(uint64)
 	switch {
 	case stats.inconsistent:
-		return surprise("inconsistent (a receive in progress)")
+		return apart("inconsistent (a receive in progress)")
 	case typeProp != uint64(stats.objsetType) || txg != stats.creationTxg || guid != stats.guid:
-		return surprise("the stats (type %d, createtxg %d, guid %d) and the properties (%d, %d, %d) disagree",
+		return misfit("the stats (type %d, createtxg %d, guid %d) and the properties (%d, %d, %d) disagree",
 			stats.objsetType, stats.creationTxg, stats.guid, typeProp, txg, guid)
 	case stats.snapshot != strings.Contains(name, "@"):
-		return surprise("snapshot flag %v", stats.snapshot)
+		return misfit("snapshot flag %v", stats.snapshot)
 	}
 	row := Dataset{Name: name}
 	switch {
@@ -158,17 +172,17 @@ func objsetDataset(name string, stats objsetStats, props nvList, userProps []str
 	case stats.objsetType == objsetTypeZFS:
 		row.Type = Filesystem
 	default:
-		return surprise("objset type %d", stats.objsetType)
+		return misfit("objset type %d", stats.objsetType)
 	}
 	origin, hasOrigin := propValue(props, "origin").(string)
 	switch {
 	case propValue(props, "origin") != nil && !hasOrigin:
-		return surprise("origin is not a string")
+		return misfit("origin is not a string")
 	case row.Type == Snapshot && (stats.origin != "" || hasOrigin):
-		return surprise("a snapshot with an origin")
+		return misfit("a snapshot with an origin")
 	case stats.origin != "" && origin != stats.origin:
 		// 2.3 prints dds_origin, 2.1 the property: they must agree.
-		return surprise("origin %q in the stats, %q in the properties", stats.origin, origin)
+		return misfit("origin %q in the stats, %q in the properties", stats.origin, origin)
 	}
 	row.Origin = origin
 	switch status := propValue(props, "keystatus"); status {
@@ -178,12 +192,12 @@ func objsetDataset(name string, stats objsetStats, props nvList, userProps []str
 	case uint64(2): // ZFS_KEYSTATUS_AVAILABLE
 		row.KeyStatus = "available"
 	default:
-		return surprise("keystatus %v", status)
+		return misfit("keystatus %v", status)
 	}
 	if root := propValue(props, "encryptionroot"); root != nil {
 		text, ok := root.(string)
 		if !ok || text == "" {
-			return surprise("encryptionroot %v", root)
+			return misfit("encryptionroot %v", root)
 		}
 		row.EncryptionRoot = text
 	}
@@ -194,10 +208,10 @@ func objsetDataset(name string, stats objsetStats, props nvList, userProps []str
 		case raw == nil || value == "-":
 			continue
 		case !ok:
-			return surprise("%s is not a string", prop)
+			return misfit("%s is not a string", prop)
 		case strings.ContainsAny(value, "\t\n"):
 			// zfs list -H cannot print it; List refuses the row.
-			return surprise("the value of %s holds a tab or newline", prop)
+			return apart("the value of %s holds a tab or newline", prop)
 		}
 		if row.User == nil {
 			row.User = make(map[string]string, len(userProps))

@@ -105,15 +105,24 @@ func objsetStatsIoctl(name string) (objsetStats, []byte, error) {
 			continue
 		case errno != 0:
 			return objsetStats{}, nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %w", name, errno)
-		case answered > uint64(size):
-			return objsetStats{}, nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: an answer of %d bytes in %d", name, answered, size)
 		}
-		stats, err := parseObjsetStats(cmd)
-		if err != nil {
-			return objsetStats{}, nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %w", name, err)
-		}
-		return stats, packed[:answered], nil
+		return objsetAnswer(name, cmd, packed)
 	}
+}
+
+// objsetAnswer reads a successful ioctl's answer: the stats in cmd and the
+// packed property list, whose size cmd says. What does not fit the layout
+// this code knows is a misfit (Inspect falls back).
+func objsetAnswer(name string, cmd, packed []byte) (objsetStats, []byte, error) {
+	answered := binary.NativeEndian.Uint64(cmd[zcNvlistDstSize:])
+	if answered > uint64(len(packed)) {
+		return objsetStats{}, nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %w: an answer of %d bytes in %d", name, errObjsetMisfit, answered, len(packed))
+	}
+	stats, err := parseObjsetStats(cmd)
+	if err != nil {
+		return objsetStats{}, nil, fmt.Errorf("ZFS_IOC_OBJSET_STATS %s: %w: %w", name, errObjsetMisfit, err)
+	}
+	return stats, packed[:answered], nil
 }
 
 // parseObjsetStats reads zc_objset_stats out of a zfs_cmd_t.

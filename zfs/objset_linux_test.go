@@ -21,21 +21,28 @@ func TestTheStatsAreReadWhereTheKernelPutsThem(t *testing.T) {
 	cmd[12732], cmd[12733], cmd[12734] = 0, 1, 0 // is_snapshot, inconsistent, redacted
 	copy(cmd[12735:], "tank/csi/a@s\x00")
 	binary.LittleEndian.PutUint64(cmd[12992:], 0x2f5b1d1d) // zc_begin_record's magic, after the stats
-	stats, err := parseObjsetStats(cmd)
+	packed := []byte("a packed list and the rest of the buffer")
+	binary.LittleEndian.PutUint64(cmd[4120:], 13) // zc_nvlist_dst_size: what the kernel wrote
+	stats, answer, err := objsetAnswer("tank/csi/b", cmd, packed)
 	want := objsetStats{creationTxg: 0x206, guid: 0xfeed, objsetType: objsetTypeZvol, inconsistent: true, origin: "tank/csi/a@s"}
-	if err != nil || stats != want {
-		t.Errorf("parsed %+v, %v; want %+v", stats, err, want)
+	if err != nil || stats != want || string(answer) != "a packed list" {
+		t.Errorf("read %+v, %q, %v; want %+v, %q", stats, answer, err, want, "a packed list")
 	}
+	binary.LittleEndian.PutUint64(cmd[4120:], uint64(len(packed)+1))
+	if _, _, err := objsetAnswer("tank/csi/b", cmd, packed); !errors.Is(err, errObjsetMisfit) {
+		t.Errorf("an answer larger than its buffer: %v", err)
+	}
+	binary.LittleEndian.PutUint64(cmd[4120:], 13)
 	cmd[12732] = 2
-	if _, err := parseObjsetStats(cmd); err == nil {
-		t.Error("a snapshot flag of 2 was taken")
+	if _, _, err := objsetAnswer("tank/csi/b", cmd, packed); !errors.Is(err, errObjsetMisfit) {
+		t.Errorf("a snapshot flag of 2: %v", err)
 	}
 	cmd[12732] = 0
 	for i := range 256 {
 		cmd[12735+i] = 'x'
 	}
-	if _, err := parseObjsetStats(cmd); err == nil {
-		t.Error("an origin without its NUL was taken")
+	if _, _, err := objsetAnswer("tank/csi/b", cmd, packed); !errors.Is(err, errObjsetMisfit) {
+		t.Errorf("an origin without its NUL: %v", err)
 	}
 }
 
