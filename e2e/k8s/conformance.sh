@@ -42,7 +42,10 @@ conf_prepare() {
 			case "$name" in
 			# nginx: "volumes should allow exec of files on the volume" runs
 			# only sh in it (first run: ImagePullBackOff without it).
-			busybox | nginx) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
+			# jessie-dnsutils: the multiVolume tests' pods use it and run shell
+			# commands in it (first dataset run: five specs stuck in
+			# ImagePullBackOff without it).
+			busybox | nginx | jessie-dnsutils) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
 			# agnhost's subcommands run under sh -c in some tests.
 			agnhost) "$ociimage" -o "$file" -name "$ref" -entrypoint /agnhost -link-applets "$busybox" \
 				"/bin/busybox=$busybox" "/agnhost=$CONF_BIN/agnhost" ;;
@@ -50,7 +53,7 @@ conf_prepare() {
 			esac || die "cannot write image $ref"
 		fi
 		ln -f "$file" "$dir/images/" 2>/dev/null || cp "$file" "$dir/images/"
-	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '^registry\.k8s\.io/(e2e-test-images/)?(busybox|agnhost|pause|nginx):')
+	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '^registry\.k8s\.io/(e2e-test-images/)?(busybox|agnhost|pause|nginx|jessie-dnsutils):')
 	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
 	rm -rf "$CONF_OUT"
 	mkdir -p "$CONF_OUT"
