@@ -98,15 +98,7 @@ func testRestoreAcrossNodesSenderKilled(t *testing.T, e *env) {
 		t.Errorf("node-b logged %d stream(s), %d resumed, for the pull: the kill did not cut one, or the pull began again from nothing",
 			pull.streams, pull.resumed)
 	}
-	placed, got := e.runJob(t, e.workload(t, restored+"-reader", restored, false, checkScript), restored+"-reader")
-	if placed != e.peer || got != "OK" {
-		t.Errorf("the reader on %s printed %q, want OK on %s", placed, got, e.peer)
-	}
-	must(t, "nomad", "volume", "delete", restored)
-	e.onNode(t, e.peer, restoredDS, false)
-	must(t, "nomad", "volume", "snapshot", "delete", pluginID, snapID)
-	must(t, "nomad", "volume", "delete", id)
-	e.onNode(t, e.node, ds, false)
+	e.checkRestoreAndRemove(t, restored, restoredDS, snapID, id, ds)
 }
 
 // 4e. An encrypted volume's snapshot restored on node-b: it travels raw (the
@@ -138,15 +130,7 @@ func testRestoreAcrossNodesEncrypted(t *testing.T, e *env) {
 		t.Fatalf("the restore was made on %s, want %s", node, e.peer)
 	}
 	e.peerProperty(t, restoredDS, "encryption", "aes-256-gcm")
-	placed, got := e.runJob(t, e.workload(t, restored+"-reader", restored, false, checkScript), restored+"-reader")
-	if placed != e.peer || got != "OK" {
-		t.Errorf("the reader on %s printed %q, want OK on %s", placed, got, e.peer)
-	}
-	must(t, "nomad", "volume", "delete", restored)
-	e.onNode(t, e.peer, restoredDS, false)
-	must(t, "nomad", "volume", "snapshot", "delete", pluginID, snapID)
-	must(t, "nomad", "volume", "delete", id)
-	e.onNode(t, e.node, ds, false)
+	e.checkRestoreAndRemove(t, restored, restoredDS, snapID, id, ds)
 }
 
 // 4f. node-b's channel refuses a client whose certificate names node-a but

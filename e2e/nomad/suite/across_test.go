@@ -29,11 +29,7 @@ func testRestoreAcrossNodes(t *testing.T, e *env) {
 	must(t, "nomad", "volume", "create", spec)
 	_, ds := dataset(t, e.volume(t, id))
 	e.runJob(t, e.workload(t, id+"-writer", id, false, blobScript), id+"-writer")
-	out := strings.Split(strings.TrimSpace(must(t, "nomad", "volume", "snapshot", "create", id, "across")), "\n")
-	if len(out) != 2 {
-		t.Fatalf("snapshot create printed %q", out)
-	}
-	snapID := strings.Fields(out[1])[0]
+	snapID := e.snapshot(t, id, "across")
 
 	restored := "across-restored"
 	restore := e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"` + restored + `"`,
@@ -51,15 +47,7 @@ func testRestoreAcrossNodes(t *testing.T, e *env) {
 		t.Fatalf("the restore was made on %s, want %s", node, e.peer)
 	}
 	e.onNode(t, e.peer, restoredDS, true)
-	placed, got := e.runJob(t, e.workload(t, restored+"-reader", restored, false, checkScript), restored+"-reader")
-	if placed != e.peer || got != "OK" {
-		t.Errorf("the reader on %s printed %q, want OK on %s", placed, got, e.peer)
-	}
-	must(t, "nomad", "volume", "delete", restored)
-	e.onNode(t, e.peer, restoredDS, false)
-	must(t, "nomad", "volume", "snapshot", "delete", pluginID, snapID)
-	must(t, "nomad", "volume", "delete", id)
-	e.onNode(t, e.node, ds, false)
+	e.checkRestoreAndRemove(t, restored, restoredDS, snapID, id, ds)
 }
 
 // 4c. A volume in use on node-b moves here: rounds while its job writes
@@ -178,4 +166,20 @@ func (e *env) released(t *testing.T, id string) {
 		}
 		return len(v.WriteAllocs)+len(v.ReadAllocs) == 0, fmt.Errorf("claims %v %v", v.WriteAllocs, v.ReadAllocs)
 	})
+}
+
+// checkRestoreAndRemove runs a job on the peer that checks the restored
+// volume's data (checkScript), then deletes the restore, the snapshot and
+// its source volume and waits for their datasets to go on both nodes.
+func (e *env) checkRestoreAndRemove(t *testing.T, restored, restoredDS, snapID, source, sourceDS string) {
+	t.Helper()
+	placed, got := e.runJob(t, e.workload(t, restored+"-reader", restored, false, checkScript), restored+"-reader")
+	if placed != e.peer || got != "OK" {
+		t.Errorf("the reader on %s printed %q, want OK on %s", placed, got, e.peer)
+	}
+	must(t, "nomad", "volume", "delete", restored)
+	e.onNode(t, e.peer, restoredDS, false)
+	must(t, "nomad", "volume", "snapshot", "delete", pluginID, snapID)
+	must(t, "nomad", "volume", "delete", source)
+	e.onNode(t, e.node, sourceDS, false)
 }

@@ -46,11 +46,7 @@ func testThroughputAcrossNodes(t *testing.T, e *env) {
 	_, ds := dataset(t, e.volume(t, id))
 	e.runJob(t, e.workload(t, id+"-writer", id, false,
 		fmt.Sprintf("set -e; dd if=/dev/urandom of=/data/big bs=1M count=%d 2>/dev/null; sync", throughputMiB)), id+"-writer")
-	out := strings.Split(strings.TrimSpace(must(t, "nomad", "volume", "snapshot", "create", id, "tp")), "\n")
-	if len(out) != 2 {
-		t.Fatalf("snapshot create printed %q", out)
-	}
-	snapID := strings.Fields(out[1])[0]
+	snapID := e.snapshot(t, id, "tp")
 	_, snapshot, _ := strings.Cut(snapID, ":")
 
 	bareBefore, bareBytes := e.bareSend(t, snapshot, false)
