@@ -23,6 +23,11 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 	if err != nil {
 		return err
 	}
+	release, err := s.mounter.Hold(ctx, device)
+	if err != nil {
+		return fmt.Errorf("opening the zvol of volume %q: %w", volume.id, err)
+	}
+	defer release()
 	data := options.data
 	if fsType == "xfs" && !contains(data, "nouuid") {
 		// A clone carries its origin's UUID, which XFS refuses to mount twice.

@@ -30,6 +30,13 @@ type Mounter interface {
 	// ResolveDevice returns the device node a link resolves to now, or
 	// ErrNoDevice.
 	ResolveDevice(path string) (string, error)
+	// Hold opens device and keeps it open until release is called. A
+	// zvol's first open (nobody has it open) needs ZFS's namespace lock,
+	// and while other zfs commands hold it the kernel refuses that open for
+	// a moment (ERESTARTSYS); Hold opens again until it succeeds or ctx
+	// ends. While it is held, the opens of mkfs, blkid and mount(2) are not
+	// first opens and are not refused.
+	Hold(ctx context.Context, device string) (release func(), err error)
 	// Probe reports the filesystem on a device, "" when it is blank.
 	Probe(ctx context.Context, device string) (string, error)
 	// Format makes a filesystem of fsType on a blank device, or, with

@@ -207,6 +207,49 @@ func (h *hostMounter) Format(ctx context.Context, device, fsType string, overwri
 	return err
 }
 
+// Hold keeps device open until release: see Mounter.Hold.
+func (h *hostMounter) Hold(ctx context.Context, device string) (func(), error) {
+	fd, err := openDevice(ctx, device)
+	if err != nil {
+		return nil, err
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// errRestartSys is ERESTARTSYS (512). OpenZFS's zvol_open answers it when a
+// zvol's first open cannot take spa_namespace_lock in time (zvol_first_open
+// gives up after zvol_open_timeout_ms, 1 s), as happens while other zfs
+// commands run; Linux 6.1 passes it to user space as it is. mkfs then fails
+// with "Unknown code B 0" (com_err's name for 512), blkid finds nothing.
+const errRestartSys = unix.Errno(512)
+
+// deviceSizeOpenTimeout bounds DeviceSize's wait for a busy zvol to open.
+const deviceSizeOpenTimeout = 10 * time.Second
+
+// openFile is open(2); tests stand in the kernel's refusals.
+var openFile = unix.Open
+
+// openDevice opens a block device read-only, opening again while the kernel
+// answers that ZFS is busy (errRestartSys, EINTR), until ctx ends.
+func openDevice(ctx context.Context, device string) (int, error) {
+	delay := 10 * time.Millisecond
+	for tries := 1; ; tries++ {
+		fd, err := openFile(device, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			return fd, nil
+		}
+		if err != errRestartSys && err != unix.EINTR {
+			return -1, &os.PathError{Op: "open", Path: device, Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("opening %s: refused %d times while ZFS was busy (errno %d): %w", device, tries, err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
 func (h *hostMounter) Superblock(device, fsType string) (Superblock, error) {
 	return readSuperblock(device, fsType)
 }
@@ -258,13 +301,15 @@ func (h *hostMounter) Resize(ctx context.Context, fsType, device, mountPath stri
 }
 
 func (h *hostMounter) DeviceSize(path string) (uint64, error) {
-	file, err := os.Open(path)
+	ctx, cancel := context.WithTimeout(context.Background(), deviceSizeOpenTimeout)
+	defer cancel()
+	fd, err := openDevice(ctx, path)
 	if err != nil {
 		return 0, err
 	}
-	defer file.Close()
+	defer unix.Close(fd)
 	var size uint64
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, file.Fd(), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); errno != 0 {
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); errno != 0 {
 		return 0, &os.PathError{Op: "ioctl BLKGETSIZE64", Path: path, Err: errno}
 	}
 	return size, nil

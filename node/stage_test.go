@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/zfs-csi/zfs-csi/node"
@@ -457,6 +458,43 @@ func TestStageAfterAnInterruptedFormat(t *testing.T) {
 		wantCode(t, h.stage(clone), codes.FailedPrecondition)
 		if _, _, formats := h.host.Filesystem(h.device(clone)); formats != 0 {
 			t.Errorf("the clone was formatted: %d formats", formats)
+		}
+	})
+}
+
+func TestStageHoldsTheZvolOpenWhileZFSRefusesFirstOpens(t *testing.T) {
+	for _, fsType := range []string{"ext4", "xfs"} {
+		t.Run("a blank "+fsType+" zvol is formatted and mounted while the kernel refuses its first opens", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			// Every open of mount(2), blkid and mkfs would be a first open,
+			// each refused once with ERESTARTSYS, without the stage's hold.
+			h.host.BusyFirstOpens(3)
+			if err := h.stage(v); err != nil {
+				t.Fatalf("stage: %v", err)
+			}
+			if got, _, formats := h.host.Filesystem(h.device(v)); got != fsType || formats != 1 {
+				t.Errorf("the zvol holds %q after %d formats, want %s after 1", got, formats, fsType)
+			}
+			if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
+				t.Errorf("staged %+v", mount)
+			}
+			if held := h.host.Held(h.device(v)); held != 0 {
+				t.Errorf("the stage left %d opens of the zvol held", held)
+			}
+		})
+	}
+	t.Run("a zvol that cannot be opened before the deadline is not formatted", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "ext4")
+		h.host.BusyFirstOpens(1 << 30)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := h.server.NodeStageVolume(ctx, h.stageRequest(v)); err == nil {
+			t.Fatal("the stage succeeded")
+		}
+		if _, _, formats := h.host.Filesystem(h.device(v)); formats != 0 {
+			t.Errorf("formatted %d times", formats)
 		}
 	})
 }

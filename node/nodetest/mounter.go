@@ -49,6 +49,9 @@ type FakeMounter struct {
 	// failRemount makes the next RemountBind fail, as the kernel does for
 	// a flag a filesystem refuses.
 	failRemount bool
+	// busyFirstOpens is how many more first opens of a device the kernel
+	// refuses with ERESTARTSYS (BusyFirstOpens).
+	busyFirstOpens int
 }
 
 type fakeDevice struct {
@@ -63,6 +66,7 @@ type fakeDevice struct {
 	unfinished bool
 	readOnly   bool
 	formats    int
+	holders    int // opens held by Hold
 }
 
 // NewFakeMounter returns a host with nothing mounted and no devices.
@@ -144,6 +148,63 @@ func (f *FakeMounter) InterruptNextFormat() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.interrupt = true
+}
+
+// BusyFirstOpens makes the kernel refuse the next n first opens of devices
+// (opens of a device nobody holds open or has mounted) with ERESTARTSYS, as
+// OpenZFS's zvol_open does while spa_namespace_lock is busy: mkfs, blkid and
+// mount(2) then fail, unless the device is held (Hold).
+func (f *FakeMounter) BusyFirstOpens(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.busyFirstOpens = n
+}
+
+// open is the kernel's answer to opening device for op. Callers hold mu.
+func (f *FakeMounter) open(op string, device *fakeDevice) error {
+	if device.holders > 0 || f.mountedDevice(device) || f.busyFirstOpens == 0 {
+		return nil
+	}
+	f.busyFirstOpens--
+	return &os.PathError{Op: op, Path: device.node, Err: unix.Errno(512)}
+}
+
+// Hold implements Mounter: it opens again while the first open is refused.
+func (f *FakeMounter) Hold(ctx context.Context, device string) (func(), error) {
+	for {
+		f.mu.Lock()
+		found := f.device(device)
+		if found == nil {
+			f.mu.Unlock()
+			return nil, &os.PathError{Op: "open", Path: device, Err: unix.ENOENT}
+		}
+		err := f.open("open", found)
+		if err == nil {
+			found.holders++
+			f.mu.Unlock()
+			return func() {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				found.holders--
+			}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Held reports how many holds of the device behind link are open.
+func (f *FakeMounter) Held(link string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if device := f.device(link); device != nil {
+		return device.holders
+	}
+	return 0
 }
 
 // FailNextRemount makes the next RemountBind fail with EPERM.
@@ -269,9 +330,13 @@ func (f *FakeMounter) Mount(source, target, fsType string, flags, data []string)
 		return nil
 	}
 	device := f.device(source)
-	switch {
-	case device == nil:
+	if device == nil {
 		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.ENOENT}
+	}
+	if err := f.open("mount "+source, device); err != nil {
+		return err
+	}
+	switch {
 	case device.fsType != fsType:
 		return &os.PathError{Op: "mount " + source, Path: target, Err: unix.EINVAL}
 	case device.unfinished:
@@ -460,6 +525,9 @@ func (f *FakeMounter) Probe(ctx context.Context, device string) (string, error) 
 	if found == nil {
 		return "", &os.PathError{Op: "open", Path: device, Err: unix.ENOENT}
 	}
+	if err := f.open("open", found); err != nil {
+		return "", err
+	}
 	return found.fsType, nil
 }
 
@@ -479,6 +547,9 @@ func (f *FakeMounter) Format(ctx context.Context, device, fsType string, overwri
 		return fmt.Errorf("mkfs.%s -f %s: the fake overwrites only an unfinished %s, the device holds %q", fsType, device, fsType, found.fsType)
 	case f.mountedDevice(found):
 		return &os.PathError{Op: "mkfs." + fsType, Path: device, Err: unix.EBUSY}
+	}
+	if err := f.open("mkfs."+fsType, found); err != nil {
+		return err
 	}
 	found.formats++
 	found.fsSize, found.uuid = found.size, fmt.Sprintf("%s-%d", found.node, found.formats)
