@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -129,7 +130,9 @@ func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.D
 }
 
 // deleteAll deletes the pods and the claims of these names (each pod uses
-// the claim of its name), all at once, and waits for the claims' PVs to go.
+// the claim of its name), all at once, and waits for the claims' PVs to go:
+// 3 minutes and 15 s more per PV, as kubelet tears down a batch of pods one
+// after another on a TCG node before any PV can go.
 func (e *env) deleteAll(t *testing.T, names []string) {
 	t.Helper()
 	pvs := map[string]bool{}
@@ -144,9 +147,16 @@ func (e *env) deleteAll(t *testing.T, names []string) {
 			t.Error(err)
 		}
 	}
-	for pv := range pvs {
-		e.gonePV(t, pv)
-	}
+	timeout := 3*time.Minute + time.Duration(len(pvs))*15*time.Second
+	eventually(t, timeout, fmt.Sprintf("%d PVs to go", len(pvs)), func() (bool, error) {
+		for pv := range pvs {
+			if _, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), pv, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("PV %s: %v; %s", pv, err, e.eventsIn("", pv))
+			}
+			delete(pvs, pv)
+		}
+		return true, nil
+	})
 }
 
 // leftovers deletes, without waiting or failing, what the scenario made for
