@@ -50,13 +50,44 @@ conf_prepare() {
 			agnhost) "$ociimage" -o "$file" -name "$ref" -entrypoint /agnhost -link-applets "$busybox" \
 				"/bin/busybox=$busybox" "/agnhost=$CONF_BIN/agnhost" ;;
 			pause) "$ociimage" -o "$file" -name "$ref" -entrypoint /pause "/pause=$pause" ;;
+			# hello-populator: "provision storage with any volume data source"
+			# ([Serial]) deploys it as the Hello populator (first dataset run:
+			# ImagePullBackOff without it).
+			hello-populator) "$ociimage" -o "$file" -name "$ref" -entrypoint /hello-populator \
+				"/hello-populator=$(conf_hello_populator)" ;;
 			esac || die "cannot write image $ref"
 		fi
 		ln -f "$file" "$dir/images/" 2>/dev/null || cp "$file" "$dir/images/"
-	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null | grep -E '^registry\.k8s\.io/(e2e-test-images/)?(busybox|agnhost|pause|nginx|jessie-dnsutils):')
+	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null |
+		grep -E '^registry\.k8s\.io/((e2e-test-images/)?(busybox|agnhost|pause|nginx|jessie-dnsutils)|sig-storage/hello-populator):')
 	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
 	rm -rf "$CONF_OUT"
 	mkdir -p "$CONF_OUT"
+}
+
+# CONF_POPULATOR is the lib-volume-populator release whose example is built
+# as the suite's hello-populator: the proxy serves v1.2.0, not the v1.0.1 the
+# suite names (its flags, --mode, --image-name, --namespace and
+# --http-endpoint, are the same). The volume-data-source-validator the same
+# test deploys is served by no registry or proxy here; the test does not wait
+# for it.
+CONF_POPULATOR=github.com/kubernetes-csi/lib-volume-populator@v1.2.0
+
+# conf_hello_populator prints the path of the hello-populator binary, built
+# once into $K8S_CACHE/bin from the module proxy (its zip has no vendor
+# tree: a writable copy is built with -mod=mod).
+conf_hello_populator() {
+	local bin="$K8S_CACHE/bin/hello-populator" src tmp
+	if [[ ! -x $bin ]]; then
+		src="$(cd "$K8S_DIR" && GOFLAGS=-mod=mod go mod download -json "$CONF_POPULATOR" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+		[[ -d $src ]] || die "cannot download $CONF_POPULATOR"
+		tmp="$(mktemp -d)"
+		cp -r "$src/." "$tmp" && chmod -R u+w "$tmp" && rm -rf "$tmp/vendor" &&
+			(cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$bin.new" ./example/hello-populator) >&2 &&
+			mv "$bin.new" "$bin" || die "cannot build hello-populator from $CONF_POPULATOR"
+		rm -rf "$tmp"
+	fi
+	echo "$bin"
 }
 
 # conf_skips DRIVER KIND prints the skip file's regular expressions of KIND
@@ -102,6 +133,14 @@ conf_run() {
 		sleep 5
 	done
 	log "conformance: the cluster is ready after $SECONDS s"
+	# The storage capacity the scheduler sees, once a minute, for reading a
+	# claim that waited for "enough free storage" against what was published.
+	(while [[ ! -e $RESULTS/conformance-done ]]; do
+		date -u +%T
+		"$K8S_BIN/kubectl" --kubeconfig="$SHARE/k8s/pki/admin.kubeconfig" get csistoragecapacities -A \
+			-o custom-columns=CLASS:.storageClassName,NODE:.nodeTopology.matchLabels,CAPACITY:.capacity,MAX:.maximumVolumeSize 2>&1
+		sleep 60
+	done >"$CONF_OUT/capacities.log") &
 	local driver skip only focus
 	for driver in $CONF_DRIVERS; do
 		skip="$(conf_skips "$driver" skip)"
