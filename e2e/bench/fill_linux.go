@@ -66,16 +66,26 @@ func createByIoctl(name string, props []property) error {
 	return nil
 }
 
+// compressionIndex is the kernel's number for each compression value
+// (enum zio_compress, include/sys/zio_compress.h, the same in OpenZFS 2.1
+// and 2.3): index properties go to the ioctl as numbers, and the
+// StorageClass parameters the bench's template gets set compression.
+var compressionIndex = map[string]uint64{"on": 1, "off": 2, "lzjb": 3, "zle": 14, "lz4": 15, "zstd": 16}
+
 // createRequest packs lzc_create's arguments, {type: DMU_OST_ZFS, props:
 // {…}}, as a native nvlist (nvlist_pack NV_ENCODE_NATIVE: the layout
-// zfs/nvlist.go decodes). User properties and mountpoint are strings, the
-// others numbers (zfs get -p); anything else is refused, not guessed.
+// zfs/nvlist.go decodes). User properties and mountpoint are strings,
+// compression its index, the others numbers (zfs get -p); anything else is
+// refused, not guessed.
 func createRequest(props []property) ([]byte, error) {
 	var list nvEncoder
 	for _, p := range props {
+		index, isIndex := compressionIndex[p.value]
 		switch {
 		case strings.Contains(p.name, ":") || p.name == "mountpoint":
 			list.str(p.name, p.value)
+		case p.name == "compression" && isIndex:
+			list.uint64(p.name, index)
 		default:
 			n, err := strconv.ParseUint(p.value, 10, 64)
 			if err != nil {
