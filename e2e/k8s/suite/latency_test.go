@@ -99,7 +99,8 @@ func testLatency(t *testing.T, e *env) {
 }
 
 // allRunning waits for the pods (named like their claims) to run and returns
-// when each was first seen running, polling them all every 250 ms.
+// when each was first seen running, polling them all every 250 ms. Past the
+// timeout it fails the test and returns those that ran.
 func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.Duration) map[string]time.Time {
 	t.Helper()
 	seen := map[string]time.Time{}
@@ -122,7 +123,11 @@ func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.D
 					break
 				}
 			}
-			t.Fatalf("after %s, %d of %d pods run (last error: %v); one waiting, %s", timeout, len(seen), len(pods), err, waiting)
+			// The scenario fails, but the table keeps what those that ran
+			// measured (one container that runc could not start under load
+			// cost the whole table once).
+			t.Errorf("after %s, %d of %d pods run (last error: %v); one waiting, %s", timeout, len(seen), len(pods), err, waiting)
+			return seen
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -200,7 +205,8 @@ func (e *env) allReady(t *testing.T, snaps map[string]time.Time, timeout time.Du
 			}
 		}
 		if now.After(deadline) {
-			t.Fatalf("after %s, %d of %d snapshots are ready (last error: %v)", timeout, len(seen), len(snaps), err)
+			t.Errorf("after %s, %d of %d snapshots are ready (last error: %v)", timeout, len(seen), len(snaps), err)
+			return seen
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -243,6 +249,9 @@ func (e *env) claimSamples(t *testing.T, created, done map[string]time.Time, cal
 	t.Helper()
 	var samples []sample
 	for name, start := range created {
+		if _, ok := done[name]; !ok {
+			continue // never ran: not a sample (allRunning failed the scenario)
+		}
 		c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -271,6 +280,9 @@ func (e *env) snapshotSamples(t *testing.T, created, done map[string]time.Time, 
 	t.Helper()
 	var samples []sample
 	for name, start := range created {
+		if _, ok := done[name]; !ok {
+			continue // never ready: not a sample (allReady failed the scenario)
+		}
 		s, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
