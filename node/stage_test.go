@@ -439,12 +439,7 @@ func TestStageAfterAnInterruptedFormat(t *testing.T) {
 			if err := h.stage(v); err != nil {
 				t.Fatalf("the next stage: %v", err)
 			}
-			if got, _, formats := h.host.Filesystem(h.device(v)); got != fsType || formats != 2 {
-				t.Errorf("the zvol holds %q after %d formats, want %s after 2", got, formats, fsType)
-			}
-			if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
-				t.Errorf("staged %+v", mount)
-			}
+			h.wantFormattedAndStaged(t, v, fsType, 2)
 		})
 	}
 	t.Run("an unfinished filesystem on a clone is left alone: its blocks are its origin's", func(t *testing.T) {
@@ -462,6 +457,18 @@ func TestStageAfterAnInterruptedFormat(t *testing.T) {
 	})
 }
 
+// wantFormattedAndStaged checks that v's zvol holds fsType after formats
+// mkfs runs and is mounted at its staging path.
+func (h *harness) wantFormattedAndStaged(t *testing.T, v *testVolume, fsType string, formats int) {
+	t.Helper()
+	if got, _, n := h.host.Filesystem(h.device(v)); got != fsType || n != formats {
+		t.Errorf("the zvol holds %q after %d formats, want %s after %d", got, n, fsType, formats)
+	}
+	if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
+		t.Errorf("staged %+v", mount)
+	}
+}
+
 func TestStageHoldsTheZvolOpenWhileZFSRefusesFirstOpens(t *testing.T) {
 	for _, fsType := range []string{"ext4", "xfs"} {
 		t.Run("a blank "+fsType+" zvol is formatted and mounted while the kernel refuses its first opens", func(t *testing.T) {
@@ -473,12 +480,7 @@ func TestStageHoldsTheZvolOpenWhileZFSRefusesFirstOpens(t *testing.T) {
 			if err := h.stage(v); err != nil {
 				t.Fatalf("stage: %v", err)
 			}
-			if got, _, formats := h.host.Filesystem(h.device(v)); got != fsType || formats != 1 {
-				t.Errorf("the zvol holds %q after %d formats, want %s after 1", got, formats, fsType)
-			}
-			if mount := h.mountAt(v.staging); mount == nil || mount.FSType != fsType {
-				t.Errorf("staged %+v", mount)
-			}
+			h.wantFormattedAndStaged(t, v, fsType, 1)
 			if held := h.host.Held(h.device(v)); held != 0 {
 				t.Errorf("the stage left %d opens of the zvol held", held)
 			}
