@@ -20,7 +20,7 @@ import (
 // process; many at once share each transaction group. What is measured
 // afterwards (listings, the reaper) reads the datasets, not how they were
 // made: growth checks the first one against the local properties zfs create
-// gave the template (filledAsCreated) and falls back to zfs create if they
+// gave the template (fillsAsCreated) and falls back to zfs create if they
 // differ.
 
 // zfsIocCreate is ZFS_IOC_CREATE, ('Z' << 8) + 0x17 (include/sys/fs/zfs.h,

@@ -158,14 +158,30 @@ func (b *bench) bareMounts(ctx context.Context, target, staging string, mount fu
 // mount), bound at target, and the bind mount remounted with those flags
 // (a bind mount takes new flags only by a remount).
 func mountSyscalls(source, staging, target, fsType string) error {
-	const flags = unix.MS_NODEV | unix.MS_NOSUID
-	if err := unix.Mount(source, staging, fsType, flags, ""); err != nil {
+	if err := stageMount(source, staging, fsType); err != nil {
+		return err
+	}
+	return publishMounts(staging, target)
+}
+
+// mountFlags are the flags the driver adds to every filesystem mount.
+const mountFlags = unix.MS_NODEV | unix.MS_NOSUID
+
+// stageMount is the stage's mount(2): the filesystem at staging.
+func stageMount(source, staging, fsType string) error {
+	if err := unix.Mount(source, staging, fsType, mountFlags, ""); err != nil {
 		return fmt.Errorf("mount %s on %s: %w", source, staging, err)
 	}
+	return nil
+}
+
+// publishMounts are the publish's two: staging bound at target, and the
+// bind mount remounted with the flags.
+func publishMounts(staging, target string) error {
 	if err := unix.Mount(staging, target, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind mount %s on %s: %w", staging, target, err)
 	}
-	if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
+	if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|mountFlags, ""); err != nil {
 		return fmt.Errorf("remount %s: %w", target, err)
 	}
 	return nil
@@ -185,7 +201,6 @@ func checkedMountSyscalls(zfsDevice int, dataset, source, staging, target, fsTyp
 	if _, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
 		return err
 	}
-	const flags = unix.MS_NODEV | unix.MS_NOSUID
 	if fsType != "zfs" {
 		fd, err := unix.Open(source, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -193,19 +208,13 @@ func checkedMountSyscalls(zfsDevice int, dataset, source, staging, target, fsTyp
 		}
 		defer unix.Close(fd)
 	}
-	if err := unix.Mount(source, staging, fsType, flags, ""); err != nil {
-		return fmt.Errorf("mount %s on %s: %w", source, staging, err)
+	if err := stageMount(source, staging, fsType); err != nil {
+		return err
 	}
 	if _, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
 		return err
 	}
-	if err := unix.Mount(staging, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind mount %s on %s: %w", staging, target, err)
-	}
-	if err := unix.Mount("", target, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
-		return fmt.Errorf("remount %s: %w", target, err)
-	}
-	return nil
+	return publishMounts(staging, target)
 }
 
 // mountCommands makes the same mounts with the mount commands a person
