@@ -44,11 +44,12 @@ func (b *bench) growth(ctx context.Context) error {
 	}
 	create := func(name string) []string { return template.argv(name, parent+"/"+name) }
 	have := 1 // the template volume
-	byIoctl := false
+	byIoctl, tried := false, false // the ioctl fill is tried once, at the first level that makes volumes
 	var base *levelCosts
 	for _, level := range b.cfg.scale {
 		if missing := level - have; missing > 0 {
-			if !byIoctl {
+			if !tried {
+				tried = true
 				byIoctl = b.fillsAsCreated(ctx, template, parent, have)
 				if byIoctl {
 					have++
