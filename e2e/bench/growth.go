@@ -43,7 +43,7 @@ func (b *bench) growth(ctx context.Context) error {
 		return err
 	}
 	create := func(name string) []string { return template.argv(name, parent+"/"+name) }
-	have := 1 // the template volume
+	have := 1                      // the template volume
 	byIoctl, tried := false, false // the ioctl fill is tried once, at the first level that makes volumes
 	var base *levelCosts
 	for _, level := range b.cfg.scale {
