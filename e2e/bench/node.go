@@ -19,8 +19,12 @@ import (
 // with nodev,nosuid), made from the bench's own process as the driver makes
 // them from its own, which is the cheapest way and the target's measure;
 // and the mount commands a person would run for them, forked (mount -t zfs
-// runs the mount.zfs helper too). All sides mount the same volume at the
-// same paths; each round unmounts again, untimed. The ext4 zvol is
+// runs the mount.zfs helper too). Two more bare sides split the driver's
+// margin: the mounts with the reads that must come before them (the checks
+// done bare), and those with two empty CSI calls (NodeGetCapabilities) to the
+// same daemon over the same socket, which any CSI driver's stage and publish
+// cost a CO. All sides mount the same volume at the same paths; each round
+// unmounts again, untimed. The ext4 zvol is
 // formatted by a first, untimed stage.
 func (b *bench) nodeCalls(ctx context.Context) error {
 	d, err := startDaemon(ctx, b.daemonConfig("seq"))
@@ -81,7 +85,7 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 		// As in ownershipReads: a size known only at run time keeps dst on
 		// the heap, where the address the kernel is given stays put.
 		cmd, dst := make([]byte, zcSize), make([]byte, 64<<10+len(dataset))
-		var drv, syscalls, forked, checked samples
+		var drv, syscalls, forked, checked, called samples
 		for i := range b.cfg.nodeN {
 			err := interleaveSides(i, d, []side{
 				{func() (time.Duration, error) {
@@ -106,6 +110,16 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 						return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
 					})
 				}, &checked, false},
+				{func() (time.Duration, error) {
+					return b.bareMounts(ctx, target, staging, func(ctx context.Context) error {
+						for range 2 {
+							if _, err := d.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{}); err != nil {
+								return err
+							}
+						}
+						return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
+					})
+				}, &called, false},
 			}, nil)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", kind.what, i, err)
@@ -116,9 +130,10 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 		r.commands = fmt.Sprintf("stage %s; publish %s", stageCount, publishCount)
 		b.rows["4"] = append(b.rows["4"], r,
 			compare("4", kind.what+" vs mount -t "+kind.fsType+" + mount --bind + remount, forked", drv, forked, 1.10),
-			compare("4", kind.what+" vs the checks done bare: ownership ioctl, mount table read ×2, mount(2) ×3", drv, checked, 1.10))
-		fmt.Printf("=== bench: %s: driver p50 %s, mount(2) p50 %s, forked mount p50 %s, checks and mount(2) p50 %s\n",
-			kind.what, ms(drv.p50()), ms(syscalls.p50()), ms(forked.p50()), ms(checked.p50()))
+			compare("4", kind.what+" vs the checks done bare: ownership ioctl, mount table read ×2, mount(2) ×3", drv, checked, 1.10),
+			compare("4", kind.what+" vs the checks done bare and two empty CSI calls to the daemon", drv, called, 1.10))
+		fmt.Printf("=== bench: %s: driver p50 %s, mount(2) p50 %s, forked mount p50 %s, checks and mount(2) p50 %s, with two empty CSI calls p50 %s\n",
+			kind.what, ms(drv.p50()), ms(syscalls.p50()), ms(forked.p50()), ms(checked.p50()), ms(called.p50()))
 		ownership, err := b.ownershipReads(ctx, countKind(kind.fsType), dataset, b.cfg.nodeN)
 		if err != nil {
 			// Its failure is a finding, not the section's end.

@@ -72,7 +72,7 @@ func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds
 	// which does not move (a stack could).
 	cmd, dst := make([]byte, zcSize), make([]byte, 64<<10+len(dataset))
 	props := b.props.All()
-	var inspect, ioctl, list samples
+	var inspect, ioctl, opened, list samples
 	for i := range rounds {
 		err := interleaveSides(i, nil, []side{
 			{func() (time.Duration, error) {
@@ -97,6 +97,16 @@ func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds
 			}, &ioctl, false},
 			{func() (time.Duration, error) {
 				start := time.Now()
+				device, err := unix.Open("/dev/zfs", unix.O_RDWR|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return time.Since(start), err
+				}
+				err = objsetStats(device, dataset, cmd, dst)
+				unix.Close(device)
+				return time.Since(start), err
+			}, &opened, false},
+			{func() (time.Duration, error) {
+				start := time.Now()
 				_, err := zfs.GetWithKeyStatus(ctx, z, dataset, props)
 				return time.Since(start), err
 			}, &list, false},
@@ -107,7 +117,9 @@ func (b *bench) ownershipReads(ctx context.Context, kind, dataset string, rounds
 	}
 	read := compare("4", "NodeStage "+kind+": its ownership read in-process (zfs.Exec.Inspect) vs the bare ioctl, nothing decoded", inspect, ioctl, 1.10)
 	read.commands = "0 / 0"
+	open := compare("4", "NodeStage "+kind+": its ownership read in-process vs the bare ioctl on /dev/zfs opened for it", inspect, opened, 1.10)
+	open.commands = "0 / 0"
 	before := compare("4", "NodeStage "+kind+": the zfs list it ran before (its fallback) vs its in-process read", list, inspect, 0)
 	before.commands = "1: list / 0"
-	return []row{read, before}, nil
+	return []row{read, open, before}, nil
 }
