@@ -67,7 +67,7 @@ func (e *Exec) Inspect(ctx context.Context, name string, userProps []string) (Da
 	}
 	if err == nil {
 		var props nvList
-		if props, err = decodeNVList(packed); err == nil {
+		if props, err = decodeNVListOf(packed, inspectedProps(userProps)); err == nil {
 			var row Dataset
 			if row, err = objsetDataset(name, stats, props, userProps); err == nil {
 				return row, nil
@@ -220,6 +220,22 @@ func objsetDataset(name string, stats objsetStats, props nvList, userProps []str
 	}
 	return row, nil
 }
+
+// inspectedProps names the properties objsetDataset reads: those the
+// answer is decoded for.
+func inspectedProps(userProps []string) map[string]bool {
+	keep := make(map[string]bool, len(systemInspected)+len(userProps))
+	for _, name := range systemInspected {
+		keep[name] = true
+	}
+	for _, name := range userProps {
+		keep[name] = true
+	}
+	return keep
+}
+
+// systemInspected are the native properties objsetDataset reads.
+var systemInspected = []string{"type", "createtxg", "guid", "origin", "keystatus", "encryptionroot"}
 
 // propValue is the value of a property in the ioctl's answer (each
 // property is a list of its value and source), nil when absent. A property

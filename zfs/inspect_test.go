@@ -47,12 +47,13 @@ func TestInspectReadsTheRecordedAnswersAsZFSListedThem(t *testing.T) {
 }
 
 // answer builds the property list of a dataset by the kernel's rules: type,
-// createtxg and guid always; then the given properties.
+// createtxg and guid always; then the given properties. It is decoded as
+// Exec.Inspect decodes it, for the properties objsetDataset reads.
 func answer(objsetType uint64, build func(*nvBuilder)) nvList {
 	b := newNVBuilder().property("type", objsetType).property("createtxg", uint64(77)).
 		property("guid", uint64(0xfeed)).property("compression", uint64(15), "tank")
 	build(b)
-	props, err := decodeNVList(b.bytes())
+	props, err := decodeNVListOf(b.bytes(), inspectedProps(inspectProps))
 	if err != nil {
 		panic(err)
 	}

@@ -1,6 +1,7 @@
 package zfs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,15 +59,23 @@ const (
 
 // decodeNVList decodes a whole packed native nvlist, refusing anything
 // after its end.
-func decodeNVList(packed []byte) (nvList, error) {
+func decodeNVList(packed []byte) (nvList, error) { return decodeNVListOf(packed, nil) }
+
+// decodeNVListOf is decodeNVList keeping, of the outer list, only the pairs
+// named in keep (all when keep is nil). The others are checked as strictly
+// (sizes, names, types, their embedded lists) but nothing of them is kept,
+// and a name of theirs given twice is not looked for: an answer of
+// ZFS_IOC_OBJSET_STATS holds some 60 properties, of which Inspect reads
+// eight or so, and decoding them all was most of its cost in the guest.
+func decodeNVListOf(packed []byte, keep map[string]bool) (nvList, error) {
 	if len(packed) < nvHeaderSize || packed[0] != nvEncodeNative || packed[1] != nvLittleEndian {
 		return nil, fmt.Errorf("%w: header % x", errNVList, packed[:min(len(packed), 4)])
 	}
 	if version := int32(binary.LittleEndian.Uint32(packed[4:])); version != nvVersion {
 		return nil, fmt.Errorf("%w: version %d", errNVList, version)
 	}
-	d := nvDecoder{data: packed, at: nvHeaderSize}
-	list, err := d.pairs(0)
+	d := nvDecoder{data: packed, at: nvHeaderSize, keep: keep}
+	list, err := d.pairs(0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -79,18 +88,29 @@ func decodeNVList(packed []byte) (nvList, error) {
 type nvDecoder struct {
 	data []byte
 	at   int
+	keep map[string]bool // the outer list's pairs to keep; nil: all
+}
+
+// failAt is fail for the value of a pair, named in the message.
+func (d *nvDecoder) failAt(pair []byte, format string, args ...any) error {
+	nameSize := int(binary.LittleEndian.Uint16(pair[4:]))
+	return d.fail("%s: %s", pair[nvPairHeader:nvPairHeader+nameSize-1], fmt.Sprintf(format, args...))
 }
 
 func (d *nvDecoder) fail(format string, args ...any) error {
 	return fmt.Errorf("%w: at byte %d: %s", errNVList, d.at, fmt.Sprintf(format, args...))
 }
 
-// pairs decodes pairs up to the list's terminating zero.
-func (d *nvDecoder) pairs(depth int) (nvList, error) {
+// pairs decodes pairs up to the list's terminating zero; discard checks
+// them and keeps nothing (the list is nil).
+func (d *nvDecoder) pairs(depth int, discard bool) (nvList, error) {
 	if depth > nvMaxDepth {
 		return nil, d.fail("lists nested deeper than %d", nvMaxDepth)
 	}
-	list := nvList{}
+	var list nvList
+	if !discard {
+		list = nvList{}
+	}
 	for {
 		if d.at+4 > len(d.data) {
 			return nil, d.fail("no end of list")
@@ -103,71 +123,91 @@ func (d *nvDecoder) pairs(depth int) (nvList, error) {
 		if size < nvPairHeader+8 || size%8 != 0 || size > len(d.data)-d.at {
 			return nil, d.fail("pair size %d", size)
 		}
-		name, value, err := d.pair(list, d.data[d.at:d.at+size])
+		pair := d.data[d.at : d.at+size]
+		rawName, err := d.pairName(pair)
 		if err != nil {
 			return nil, err
 		}
+		skip := discard || (depth == 0 && d.keep != nil && !d.keep[string(rawName)])
+		name := ""
+		if !skip {
+			if name, err = d.newName(list, rawName); err != nil {
+				return nil, err
+			}
+		}
 		d.at += size
-		if err := d.value(list, name, value, depth); err != nil {
+		if err := d.value(list, name, pair, depth, skip); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// pair checks one pair's header and name and returns the name and the pair
-// itself for value to read.
-func (d *nvDecoder) pair(list nvList, pair []byte) (string, []byte, error) {
+// pairName checks one pair's header and name and returns the name's bytes.
+func (d *nvDecoder) pairName(pair []byte) ([]byte, error) {
 	nameSize := int(binary.LittleEndian.Uint16(pair[4:]))
 	valueAt := (nvPairHeader + nameSize + 7) &^ 7
 	if nameSize < 2 || valueAt > len(pair) || pair[nvPairHeader+nameSize-1] != 0 {
-		return "", nil, d.fail("name of %d bytes in a pair of %d", nameSize, len(pair))
+		return nil, d.fail("name of %d bytes in a pair of %d", nameSize, len(pair))
 	}
-	name := string(pair[nvPairHeader : nvPairHeader+nameSize-1])
-	for i := range len(name) {
-		if name[i] == 0 {
-			return "", nil, d.fail("name %q holds a NUL", name)
-		}
+	name := pair[nvPairHeader : nvPairHeader+nameSize-1]
+	if bytes.IndexByte(name, 0) >= 0 {
+		return nil, d.fail("name %q holds a NUL", name)
 	}
-	if _, twice := list[name]; twice {
-		return "", nil, d.fail("%s twice in one list", name)
-	}
-	return name, pair, nil
+	return name, nil
 }
 
-// value decodes the value of the pair named name into list; an embedded
-// list's pairs are read from the stream after the pair.
-func (d *nvDecoder) value(list nvList, name string, pair []byte, depth int) error {
+// newName is a kept pair's name, which its list must not hold already.
+func (d *nvDecoder) newName(list nvList, raw []byte) (string, error) {
+	name := string(raw)
+	if _, twice := list[name]; twice {
+		return "", d.fail("%s twice in one list", name)
+	}
+	return name, nil
+}
+
+// value decodes the value of the pair named name into list, or with
+// discard only checks it; an embedded list's pairs are read from the stream
+// after the pair.
+func (d *nvDecoder) value(list nvList, name string, pair []byte, depth int, discard bool) error {
 	elements := int32(binary.LittleEndian.Uint32(pair[8:]))
 	dataType := int32(binary.LittleEndian.Uint32(pair[12:]))
 	nameSize := int(binary.LittleEndian.Uint16(pair[4:]))
 	value := pair[(nvPairHeader+nameSize+7)&^7:]
 	scalar := func(size int) error {
 		if elements != 1 || len(value) < size {
-			return d.fail("%s: %d elements in %d bytes", name, elements, len(value))
+			return d.failAt(pair, "%d elements in %d bytes", elements, len(value))
 		}
 		return nil
 	}
 	switch dataType {
 	case nvTypeBoolean:
 		if elements != 0 {
-			return d.fail("%s: a boolean with %d elements", name, elements)
+			return d.failAt(pair, "a boolean with %d elements", elements)
 		}
-		list[name] = true
+		if !discard {
+			list[name] = true
+		}
 	case nvTypeBoolValue:
 		if err := scalar(4); err != nil {
 			return err
 		}
-		list[name] = binary.LittleEndian.Uint32(value) != 0
+		if !discard {
+			list[name] = binary.LittleEndian.Uint32(value) != 0
+		}
 	case nvTypeUint64:
 		if err := scalar(8); err != nil {
 			return err
 		}
-		list[name] = binary.LittleEndian.Uint64(value)
+		if !discard {
+			list[name] = binary.LittleEndian.Uint64(value)
+		}
 	case nvTypeInt64:
 		if err := scalar(8); err != nil {
 			return err
 		}
-		list[name] = int64(binary.LittleEndian.Uint64(value))
+		if !discard {
+			list[name] = int64(binary.LittleEndian.Uint64(value))
+		}
 	case nvTypeString:
 		if err := scalar(1); err != nil {
 			return err
@@ -177,37 +217,45 @@ func (d *nvDecoder) value(list nvList, name string, pair []byte, depth int) erro
 			end++
 		}
 		if end == len(value) {
-			return d.fail("%s: string without its NUL", name)
+			return d.failAt(pair, "string without its NUL")
 		}
-		list[name] = string(value[:end])
+		if !discard {
+			list[name] = string(value[:end])
+		}
 	case nvTypeNVList:
 		if err := scalar(nvListSize); err != nil {
 			return err
 		}
 		if version := int32(binary.LittleEndian.Uint32(value)); version != nvVersion {
-			return d.fail("%s: embedded list of version %d", name, version)
+			return d.failAt(pair, "embedded list of version %d", version)
 		}
-		embedded, err := d.pairs(depth + 1)
+		embedded, err := d.pairs(depth+1, discard)
 		if err != nil {
 			return err
 		}
-		list[name] = embedded
+		if !discard {
+			list[name] = embedded
+		}
 	case nvTypeNVListArr:
 		// Not read, but its lists follow the pair and must be passed.
 		if elements < 0 || len(value) < int(elements)*(8+nvListSize) {
-			return d.fail("%s: %d lists in %d bytes", name, elements, len(value))
+			return d.failAt(pair, "%d lists in %d bytes", elements, len(value))
 		}
 		for range elements {
-			if _, err := d.pairs(depth + 1); err != nil {
+			if _, err := d.pairs(depth+1, true); err != nil {
 				return err
 			}
 		}
-		list[name] = nvSkipped{dataType}
+		if !discard {
+			list[name] = nvSkipped{dataType}
+		}
 	default:
 		if dataType < nvTypeBoolean || dataType > nvTypeLast {
-			return d.fail("%s: unknown data type %d", name, dataType)
+			return d.failAt(pair, "unknown data type %d", dataType)
 		}
-		list[name] = nvSkipped{dataType}
+		if !discard {
+			list[name] = nvSkipped{dataType}
+		}
 	}
 	return nil
 }

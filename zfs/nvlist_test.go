@@ -62,10 +62,29 @@ func TestTheDecoderReadsWhatZFSAnswered(t *testing.T) {
 		if redact, ok := props["redact_snaps"].(nvList); !ok || len(redact) != 0 {
 			t.Errorf("%s: redact_snaps %#v, want an empty list", recorded.file, props["redact_snaps"])
 		}
-		// Every cut of the answer, and anything after it, is refused, never misread.
+		// Decoded only for what Inspect reads, the answer gives the same row.
+		stats := objsetStats{creationTxg: recorded.txg, guid: recorded.guid, objsetType: uint32(recorded.typ)}
+		userProps := []string{"zfs.csi.dev:managed", "zfs.csi.dev:csi-name", "zfs.csi.dev:fstype", "zfs.csi.dev:deleted"}
+		kept, err := decodeNVListOf(packed, inspectedProps(userProps))
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err1 := objsetDataset(recorded.name, stats, props, userProps)
+		part, err2 := objsetDataset(recorded.name, stats, kept, userProps)
+		if err1 != nil || err2 != nil || !reflect.DeepEqual(whole, part) {
+			t.Errorf("%s: the row from the whole answer %+v (%v), from the kept properties %+v (%v)", recorded.file, whole, err1, part, err2)
+		}
+		if len(kept) >= len(props) || kept["mountpoint"] != nil {
+			t.Errorf("%s: kept %d of %d properties, mountpoint among them: %v", recorded.file, len(kept), len(props), kept["mountpoint"])
+		}
+		// Every cut of the answer, and anything after it, is refused, never
+		// misread, whether all of it is kept or only what Inspect reads.
 		for cut := 0; cut < len(packed); cut++ {
 			if _, err := decodeNVList(packed[:cut]); !errors.Is(err, errNVList) {
 				t.Fatalf("%s cut at %d: %v", recorded.file, cut, err)
+			}
+			if _, err := decodeNVListOf(packed[:cut], inspectedProps(userProps)); !errors.Is(err, errNVList) {
+				t.Fatalf("%s cut at %d, decoded for Inspect: %v", recorded.file, cut, err)
 			}
 		}
 		if _, err := decodeNVList(append(packed[:len(packed):len(packed)], 0, 0, 0, 0)); !errors.Is(err, errNVList) {
@@ -156,6 +175,12 @@ func TestTheDecoderReadsEachTypeAndSkipsTheOthers(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded\n%#v\nwant\n%#v", got, want)
 	}
+	// Kept: the named pairs of the outer list, embedded lists whole.
+	got, err = decodeNVListOf(packed, map[string]bool{"big": true, "outer": true, "after": true, "inner": true, "first": true})
+	want = nvList{"big": uint64(1<<63 + 1), "outer": nvList{"inner": "x", "deeper": nvList{}}, "after": "the lists"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded for three names\n%#v (%v)\nwant\n%#v", got, err, want)
+	}
 }
 
 func TestTheDecoderRefusesWhatBreaksTheEncoding(t *testing.T) {
@@ -196,5 +221,16 @@ func TestTheDecoderRefusesWhatBreaksTheEncoding(t *testing.T) {
 		if got, err := decodeNVList(packed); !errors.Is(err, errNVList) {
 			t.Errorf("%s: decoded %v, %v", what, got, err)
 		}
+		// A pair that is not kept is checked as strictly, except that its
+		// name is not looked for among the others.
+		if what == "one name twice" {
+			continue
+		}
+		if got, err := decodeNVListOf(packed, map[string]bool{"other": true}); !errors.Is(err, errNVList) {
+			t.Errorf("%s, not kept: decoded %v, %v", what, got, err)
+		}
+	}
+	if got, err := decodeNVListOf(newNVBuilder().string("a", "1").string("a", "2").bytes(), map[string]bool{"a": true}); !errors.Is(err, errNVList) {
+		t.Errorf("a kept name twice: decoded %v, %v", got, err)
 	}
 }
