@@ -39,7 +39,7 @@ conf_prepare() {
 		name="${ref##*/}"
 		name="${name%%:*}"
 		local file
-		file="$K8S_CACHE/images/$(echo "$ref" | tr '/:' '__').tar"
+		file="$K8S_CACHE/images/$(echo "$ref" | tr '/:' '__')$(conf_recipe "$name").tar"
 		if [[ ! -f $file ]]; then
 			log "conformance image $ref"
 			case "$name" in
@@ -48,7 +48,20 @@ conf_prepare() {
 			# jessie-dnsutils: the multiVolume tests' pods use it and run shell
 			# commands in it (first dataset run: five specs stuck in
 			# ImagePullBackOff without it).
-			busybox | nginx | jessie-dnsutils) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
+			busybox | nginx) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
+			# The raw block multiVolume tests write with GNU dd's
+			# oflag=nocache, which busybox's dd refuses (first block run:
+			# "Failed to write to /mnt/volume1"): the host's dd stands in for
+			# the applet, and the host's dash for busybox's sh, which would
+			# run its own dd whatever PATH holds; with the C library and
+			# loader they need. The other commands are busybox's applets.
+			jessie-dnsutils)
+				local dd dash
+				dd="$(command -v dd)" dash="$(command -v dash)"
+				# shellcheck disable=SC2046 # one DEST=SRC per word
+				"$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" \
+					"/bin/dd=$dd" "/bin/sh=$dash" $( (conf_libraries "$dd" && conf_libraries "$dash") | sort -u)
+				;;
 			# agnhost's subcommands run under sh -c in some tests.
 			agnhost) "$ociimage" -o "$file" -name "$ref" -entrypoint /agnhost -link-applets "$busybox" \
 				"/bin/busybox=$busybox" "/agnhost=$CONF_BIN/agnhost" ;;
@@ -66,6 +79,20 @@ conf_prepare() {
 	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
 	rm -rf "$CONF_OUT"
 	mkdir -p "$CONF_OUT"
+}
+
+# conf_recipe names the recipe of an image whose cached tarball an older
+# recipe made, so that the cache is not taken for it.
+conf_recipe() {
+	case "$1" in
+	jessie-dnsutils) echo -gnu-dd-dash ;;
+	esac
+}
+
+# conf_libraries prints DEST=SRC for each shared library (and the loader) the
+# program at $1 loads, as ldd resolves them on the host.
+conf_libraries() {
+	ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 "=" $3 } $1 ~ /^\// { print $1 "=" $1 }'
 }
 
 # CONF_POPULATOR is the lib-volume-populator release whose example is built

@@ -7,7 +7,8 @@
 //
 // Each FILE argument is DEST=SRC (a file copied into the layer, mode kept) or
 // DEST->TARGET (a symlink). -link-applets BUSYBOX makes /bin/<applet> links to
-// /bin/busybox for every applet the given busybox lists.
+// /bin/busybox for every applet the given busybox lists, except where a FILE
+// argument names that path (a real program in place of the applet).
 package main
 
 import (
@@ -58,7 +59,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		entries = append(entries, links...)
+		entries = withApplets(entries, links)
 	}
 	if err := write(*out, *name, strings.Fields(*ep), entries); err != nil {
 		fail(err)
@@ -83,6 +84,21 @@ func busyboxApplets(bin string) ([]entry, error) {
 		}
 	}
 	return links, nil
+}
+
+// withApplets adds the applet links to entries, except where an entry
+// already names the path.
+func withApplets(entries, links []entry) []entry {
+	given := map[string]bool{}
+	for _, e := range entries {
+		given[path.Clean(e.dest)] = true
+	}
+	for _, link := range links {
+		if !given[link.dest] {
+			entries = append(entries, link)
+		}
+	}
+	return entries
 }
 
 // layer builds the uncompressed layer tar: parent directories first, then the
