@@ -24,7 +24,11 @@ import (
 // done bare), and those with two empty CSI calls (NodeGetCapabilities) to the
 // same daemon over the same socket, which any CSI driver's stage and publish
 // cost a CO. All sides mount the same volume at the same paths; each round
-// unmounts again, untimed. The ext4 zvol is
+// unmounts again, untimed. Beside the wall time, rows of CPU time (the
+// bench's and the daemon's together) show the work each side does apart
+// from waiting, which a loaded emulated host inflates unevenly; every
+// side's CPU includes its unmounts (the driver's: its unpublish and
+// unstage), which the wall times leave out. The ext4 zvol is
 // formatted by a first, untimed stage.
 func (b *bench) nodeCalls(ctx context.Context) error {
 	d, err := startDaemon(ctx, b.daemonConfig("seq"))
@@ -86,31 +90,42 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 		// the heap, where the address the kernel is given stays put.
 		cmd, dst := make([]byte, zcSize), make([]byte, 64<<10+len(dataset))
 		var drv, syscalls, forked, checked, called samples
+		// CPU time of the bench and the daemon together, for the sides whose
+		// work all happens in those two processes.
+		var drvCPU, syscallsCPU, checkedCPU, calledCPU samples
+		pid := d.cmd.Process.Pid
+		withCPU := func(into *samples, fn func() (time.Duration, error)) func() (time.Duration, error) {
+			return func() (time.Duration, error) {
+				took, cpu, err := cpuSpent(pid, fn)
+				*into = append(*into, cpu)
+				return took, err
+			}
+		}
 		for i := range b.cfg.nodeN {
 			err := interleaveSides(i, d, []side{
-				{func() (time.Duration, error) {
+				{withCPU(&drvCPU, func() (time.Duration, error) {
 					took, err := timed(ctx, stagePublish)
 					if err == nil {
 						_, err = timed(ctx, unpublishUnstage)
 					}
 					return took, err
-				}, &drv, true},
-				{func() (time.Duration, error) {
+				}), &drv, true},
+				{withCPU(&syscallsCPU, func() (time.Duration, error) {
 					return b.bareMounts(ctx, target, staging, func(context.Context) error {
 						return mountSyscalls(source, staging, target, kind.fsType)
 					})
-				}, &syscalls, false},
+				}), &syscalls, false},
 				{func() (time.Duration, error) {
 					return b.bareMounts(ctx, target, staging, func(ctx context.Context) error {
 						return b.mountCommands(ctx, source, staging, target, kind.fsType)
 					})
 				}, &forked, false},
-				{func() (time.Duration, error) {
+				{withCPU(&checkedCPU, func() (time.Duration, error) {
 					return b.bareMounts(ctx, target, staging, func(context.Context) error {
 						return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
 					})
-				}, &checked, false},
-				{func() (time.Duration, error) {
+				}), &checked, false},
+				{withCPU(&calledCPU, func() (time.Duration, error) {
 					return b.bareMounts(ctx, target, staging, func(ctx context.Context) error {
 						for range 2 {
 							if _, err := d.node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{}); err != nil {
@@ -119,7 +134,7 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 						}
 						return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
 					})
-				}, &called, false},
+				}), &called, false},
 			}, nil)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", kind.what, i, err)
@@ -131,7 +146,10 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 		b.rows["4"] = append(b.rows["4"], r,
 			compare("4", kind.what+" vs mount -t "+kind.fsType+" + mount --bind + remount, forked", drv, forked, 1.10),
 			compare("4", kind.what+" vs the checks done bare: ownership ioctl, mount table read ×2, mount(2) ×3", drv, checked, 1.10),
-			compare("4", kind.what+" vs the checks done bare and two empty CSI calls to the daemon", drv, called, 1.10))
+			compare("4", kind.what+" vs the checks done bare and two empty CSI calls to the daemon", drv, called, 1.10),
+			compare("4", kind.what+", CPU of bench and daemon, unmounts too, vs mount(2) ×3", drvCPU, syscallsCPU, 0),
+			compare("4", kind.what+", CPU of bench and daemon, unmounts too, vs the checks done bare", drvCPU, checkedCPU, 0),
+			compare("4", kind.what+", CPU of bench and daemon, unmounts too, vs the checks bare and two empty calls", drvCPU, calledCPU, 0))
 		fmt.Printf("=== bench: %s: driver p50 %s, mount(2) p50 %s, forked mount p50 %s, checks and mount(2) p50 %s, with two empty CSI calls p50 %s\n",
 			kind.what, ms(drv.p50()), ms(syscalls.p50()), ms(forked.p50()), ms(checked.p50()), ms(called.p50()))
 		ownership, err := b.ownershipReads(ctx, countKind(kind.fsType), dataset, b.cfg.nodeN)
