@@ -157,3 +157,41 @@ func TestBudgetsGrowWithTheWorkAndTheHost(t *testing.T) {
 		t.Error("a slower host, no more time")
 	}
 }
+
+// Over a run's rounds each side goes first, and follows each other side,
+// about as often as the others: no side is measured behind the same
+// neighbour round after round.
+func TestSidesTakeTurnsAndNeighbours(t *testing.T) {
+	const sides, rounds = 5, 100
+	first := make([]int, sides)
+	follows := map[[2]int]int{}
+	for i := range rounds {
+		order := sideOrder(i, sides)
+		if len(order) != sides {
+			t.Fatalf("round %d: order %v", i, order)
+		}
+		seen := make([]bool, sides)
+		for k, side := range order {
+			if seen[side] {
+				t.Fatalf("round %d: side %d twice in %v", i, side, order)
+			}
+			seen[side] = true
+			if k > 0 {
+				follows[[2]int{order[k-1], side}]++
+			}
+		}
+		first[order[0]]++
+	}
+	for side, n := range first {
+		if n < rounds/sides/2 {
+			t.Errorf("side %d went first in %d of %d rounds", side, n, rounds)
+		}
+	}
+	// Each side has a predecessor in 80 rounds of 100; spread over four
+	// others that is 20 each, and no one of them may take most.
+	for pair, n := range follows {
+		if n > 40 {
+			t.Errorf("side %d followed side %d in %d of %d rounds", pair[1], pair[0], n, rounds)
+		}
+	}
+}

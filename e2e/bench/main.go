@@ -6,8 +6,8 @@
 //
 // Sections, in the table's order (they run as 6, 5, 1, 4, 2, 3, 7, 8, 9):
 //
-//  1. sequential calls, n each, driver and bare interleaved (the side that
-//     goes first alternates) to cancel drift: CreateVolume of a dataset and
+//  1. sequential calls, n each, driver and bare interleaved (in an order
+//     drawn for each round) to cancel drift: CreateVolume of a dataset and
 //     of a zvol (1 GiB, three ZFS properties), CreateSnapshot, CreateVolume
 //     from a snapshot, DeleteVolume of a clone, DeleteSnapshot, DeleteVolume
 //     of a dataset; CreateSnapshot again on a volume with 100 snapshots;
@@ -48,6 +48,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -243,14 +244,14 @@ type side struct {
 	driver bool
 }
 
-// interleaveSides runs round i of a comparison of several sides, starting
-// with side i mod len(sides) so that each goes first as often as the others.
-// After the driver's side it waits until the daemon runs no command; when
-// it had to wait, background (if not nil) gets how long: work the call left
-// running, shown in a row of its own (backgroundRow).
+// interleaveSides runs round i of a comparison of several sides in an order
+// of its own (sideOrder). After the driver's side it waits until the daemon
+// runs no command; when it had to wait, background (if not nil) gets how
+// long: work the call left running, shown in a row of its own
+// (backgroundRow).
 func interleaveSides(i int, d *daemon, sides []side, background *samples) error {
-	for k := range sides {
-		s := sides[(i+k)%len(sides)]
+	for _, k := range sideOrder(i, len(sides)) {
+		s := sides[k]
 		took, err := s.run()
 		*s.into = append(*s.into, took)
 		if s.driver && d != nil {
@@ -264,6 +265,17 @@ func interleaveSides(i int, d *daemon, sides []side, background *samples) error 
 		}
 	}
 	return nil
+}
+
+// sideOrder is the order of round i's sides: a permutation drawn from a
+// generator seeded with i (the same in every run). Each side goes first, and
+// follows each other side, about as often as the others. Rotating the sides
+// instead kept each side behind the same one in most rounds (with five
+// sides, in four rounds of five), so that a side leaving the host busy (a
+// forked zfs list, forked mount commands) weighed on the same next side
+// every time.
+func sideOrder(i, n int) []int {
+	return rand.New(rand.NewPCG(uint64(i), 0x5eed)).Perm(n)
 }
 
 // zfsVersion is the first line of `zfs version`.

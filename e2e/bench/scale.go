@@ -106,7 +106,7 @@ func (b *bench) concurrency(ctx context.Context) error {
 // parallel, then starts the daemon afresh and lists: every page of
 // pageSize, and everything in one page, against one bare zfs list of the
 // same datasets and columns (the driver's own argv), round after round
-// with the order rotated.
+// in an order drawn for each round (sideOrder).
 func (b *bench) listing(ctx context.Context) error {
 	have := 2 * b.cfg.concurrent
 	if missing := b.cfg.listed - have; missing > 0 {
