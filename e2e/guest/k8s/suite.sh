@@ -210,9 +210,19 @@ step_addons() {
 	STEP_NOTE="snapshot CRDs established, snapshot-controller applied"
 }
 
+# scenarios_asked prints E2E_GO_TEST_RUN as the host wrote it (with a
+# newline, so the file is never empty), or nothing.
+scenarios_asked() {
+	tr -d '\n' <"$K8S/go-test-run" 2>/dev/null
+}
+
 step_scenarios() {
-	local args=(-test.v -test.timeout 90m)
-	[[ -s $K8S/go-test-run ]] && args+=(-test.run "$(cat "$K8S/go-test-run")")
+	# Unless E2E_GO_TEST_RUN says otherwise, the scenarios (TestCluster)
+	# only: k8s.test's other tests are unit tests of the suite's helpers that
+	# make test runs on the host, some reading the repository's files (first
+	# run after conformance: three failed on missing docs and testdata).
+	local args=(-test.v -test.timeout 90m -test.run "$(scenarios_asked)")
+	[[ -n $(scenarios_asked) ]] || args[-1]='^TestCluster$'
 	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart.yaml" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_NODE="$PEER_NODE" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" \
 		ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" ZFS_CSI_E2E_RESULTS="$RESULTS" \
@@ -287,7 +297,7 @@ main() {
 			[[ $failed -eq 0 ]] || break
 			step "$s" "step_$s" || failed=$((failed + 1))
 		done
-		if [[ -e $K8S/conformance-timeout && -s $K8S/go-test-run ]] && step_ok cluster; then
+		if [[ -e $K8S/conformance-timeout && -n $(scenarios_asked) ]] && step_ok cluster; then
 			step scenarios step_scenarios || failed=$((failed + 1))
 		fi
 		touch "$DONE"
