@@ -89,6 +89,9 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 		// As in ownershipReads: a size known only at run time keeps dst on
 		// the heap, where the address the kernel is given stays put.
 		cmd, dst := make([]byte, zcSize), make([]byte, 64<<10+len(dataset))
+		checkedMounts := func(context.Context) error {
+			return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
+		}
 		var drv, syscalls, forked, checked, called samples
 		// CPU time of the bench and the daemon together, for the sides whose
 		// work all happens in those two processes.
@@ -121,9 +124,7 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 					})
 				}, &forked, false},
 				{withCPU(&checkedCPU, func() (time.Duration, error) {
-					return b.bareMounts(ctx, target, staging, func(context.Context) error {
-						return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
-					})
+					return b.bareMounts(ctx, target, staging, checkedMounts)
 				}), &checked, false},
 				{withCPU(&calledCPU, func() (time.Duration, error) {
 					return b.bareMounts(ctx, target, staging, func(ctx context.Context) error {
@@ -132,7 +133,7 @@ func (b *bench) nodeCalls(ctx context.Context) error {
 								return err
 							}
 						}
-						return checkedMountSyscalls(zfsDevice, dataset, source, staging, target, kind.fsType, cmd, dst)
+						return checkedMounts(ctx)
 					})
 				}), &called, false},
 			}, nil)
