@@ -23,21 +23,21 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 	if err != nil {
 		return err
 	}
-	release, err := s.mounter.Hold(ctx, device)
+	held, err := s.mounter.Hold(ctx, device)
 	if err != nil {
 		return fmt.Errorf("opening the zvol of volume %q: %w", volume.id, err)
 	}
-	defer release()
+	defer held.Release()
 	data := options.data
 	if fsType == "xfs" && !contains(data, "nouuid") {
 		// A clone carries its origin's UUID, which XFS refuses to mount twice.
 		data = append(append([]string{}, data...), "nouuid")
 	}
 	mount := func() error { return s.mounter.Mount(device, staging, fsType, options.mountFlags(), data) }
-	if err := s.mountOrFormat(ctx, volume, row, device, fsType, mount); err != nil {
+	if err := s.mountOrFormat(ctx, volume, row, held, device, fsType, mount); err != nil {
 		return mountRefused(err, options)
 	}
-	if err := s.growToDevice(ctx, volume, fsType, device, staging); err != nil {
+	if err := s.growToDevice(ctx, volume, fsType, held, device, staging); err != nil {
 		// Unmounted again so that the CO's retry grows it: a volume found
 		// staged is not looked at again.
 		if unmountErr := s.mounter.Unmount(staging); unmountErr != nil {
@@ -66,7 +66,7 @@ func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.D
 // the answer), a zvol holding anything else blkid recognises, and any zvol
 // cloned or copied from another (its blocks are its origin's, whatever they
 // are).
-func (s *Server) mountOrFormat(ctx context.Context, volume volumeRef, row zfs.Dataset, device, fsType string, mount func() error) error {
+func (s *Server) mountOrFormat(ctx context.Context, volume volumeRef, row zfs.Dataset, held Held, device, fsType string, mount func() error) error {
 	mountErr := mount()
 	if mountErr == nil {
 		return nil
@@ -84,7 +84,7 @@ func (s *Server) mountOrFormat(ctx context.Context, volume volumeRef, row zfs.Da
 			return fmt.Errorf("mounting %s failed (%v), and so did giving it a new UUID: %w", device, mountErr, err)
 		}
 		return mount()
-	case found == fsType && !s.unfinished(device, fsType):
+	case found == fsType && !unfinished(held, fsType):
 		return mountErr
 	case found == fsType && madeFromSource(row, s.props):
 		return status.Errorf(codes.FailedPrecondition, "volume %q was made from %s but its device %s holds an unfinished %s "+
@@ -109,8 +109,8 @@ func (s *Server) mountOrFormat(ctx context.Context, volume volumeRef, row zfs.Da
 // unfinished reports whether the device holds a filesystem of fsType whose
 // mkfs did not finish; a superblock that cannot be read is not taken for
 // one.
-func (s *Server) unfinished(device, fsType string) bool {
-	superblock, err := s.mounter.Superblock(device, fsType)
+func unfinished(device Held, fsType string) bool {
+	superblock, err := device.Superblock(fsType)
 	return err == nil && !superblock.Complete
 }
 
@@ -124,14 +124,15 @@ const growSlack = 32 << 20
 // growToDevice grows the filesystem to its zvol when the zvol is larger, as
 // a restore or clone into a larger volume is: the spec wants the volume's
 // capacity usable once it is published, and no NodeExpandVolume follows a
-// CreateVolume. The superblock is read through the device node; what it
-// says of the size does not change when the filesystem is mounted.
-func (s *Server) growToDevice(ctx context.Context, volume volumeRef, fsType, device, staging string) error {
-	size, err := s.mounter.DeviceSize(device)
+// CreateVolume. Size and superblock are read through the descriptor stage
+// holds on the device node; what the superblock says of the size does not
+// change when the filesystem is mounted.
+func (s *Server) growToDevice(ctx context.Context, volume volumeRef, fsType string, held Held, device, staging string) error {
+	size, err := held.Size()
 	if err != nil {
 		return err
 	}
-	superblock, err := s.mounter.Superblock(device, fsType)
+	superblock, err := held.Superblock(fsType)
 	if err != nil {
 		return err
 	}

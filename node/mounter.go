@@ -30,21 +30,20 @@ type Mounter interface {
 	// ResolveDevice returns the device node a link resolves to now, or
 	// ErrNoDevice.
 	ResolveDevice(path string) (string, error)
-	// Hold opens device and keeps it open until release is called. A
+	// Hold opens device and keeps it open until the Held is released. A
 	// zvol's first open (nobody has it open) needs ZFS's namespace lock,
 	// and while other zfs commands hold it the kernel refuses that open for
 	// a moment (ERESTARTSYS); Hold opens again until it succeeds or ctx
 	// ends. While it is held, the opens of mkfs, blkid and mount(2) are not
-	// first opens and are not refused.
-	Hold(ctx context.Context, device string) (release func(), err error)
+	// first opens and are not refused, and the device's size and superblock
+	// are read through the descriptor held, without opening it again.
+	Hold(ctx context.Context, device string) (Held, error)
 	// Probe reports the filesystem on a device, "" when it is blank.
 	Probe(ctx context.Context, device string) (string, error)
 	// Format makes a filesystem of fsType on a blank device, or, with
 	// overwrite, over an unfinished one of that type an interrupted mkfs
 	// left (formatArgs).
 	Format(ctx context.Context, device, fsType string, overwrite bool) error
-	// Superblock reads the superblock of the filesystem of fsType on device.
-	Superblock(device, fsType string) (Superblock, error)
 	// NewUUID gives the filesystem on an unmounted device a new identity,
 	// for clones of btrfs, which refuses to mount two devices with one UUID.
 	NewUUID(ctx context.Context, fsType, device string) error
@@ -61,6 +60,17 @@ type Mounter interface {
 	DeviceSize(path string) (uint64, error)
 	// Statfs reports the space and inodes of the filesystem holding path.
 	Statfs(path string) (FSStats, error)
+}
+
+// Held is a device Mounter.Hold keeps open.
+type Held interface {
+	// Size reports the size of the device in bytes.
+	Size() (uint64, error)
+	// Superblock reads the superblock of the filesystem of fsType on the
+	// device.
+	Superblock(fsType string) (Superblock, error)
+	// Release closes the device.
+	Release()
 }
 
 // ErrNoDevice means a device link does not exist (yet).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,14 +208,46 @@ func (h *hostMounter) Format(ctx context.Context, device, fsType string, overwri
 	return err
 }
 
-// Hold keeps device open until release: see Mounter.Hold.
-func (h *hostMounter) Hold(ctx context.Context, device string) (func(), error) {
+// Hold keeps device open until it is released: see Mounter.Hold.
+func (h *hostMounter) Hold(ctx context.Context, device string) (Held, error) {
 	fd, err := openDevice(ctx, device)
 	if err != nil {
 		return nil, err
 	}
-	return func() { unix.Close(fd) }, nil
+	return heldDevice{fd: fd, name: device}, nil
 }
+
+// heldDevice is a block device open read-only (Hold).
+type heldDevice struct {
+	fd   int
+	name string
+}
+
+func (d heldDevice) Size() (uint64, error) { return blockDeviceSize(d.fd, d.name) }
+
+func (d heldDevice) Superblock(fsType string) (Superblock, error) {
+	return readSuperblockFrom(d, d.name, fsType)
+}
+
+// ReadAt is pread(2) on the held descriptor, as io.ReaderAt.
+func (d heldDevice) ReadAt(p []byte, off int64) (int, error) {
+	read := 0
+	for read < len(p) {
+		n, err := unix.Pread(d.fd, p[read:], off+int64(read))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return read, &os.PathError{Op: "read", Path: d.name, Err: err}
+		case n == 0:
+			return read, io.EOF
+		}
+		read += n
+	}
+	return read, nil
+}
+
+func (d heldDevice) Release() { unix.Close(d.fd) }
 
 // errRestartSys is ERESTARTSYS (512). OpenZFS's zvol_open answers it when a
 // zvol's first open cannot take spa_namespace_lock in time (zvol_first_open
@@ -248,10 +281,6 @@ func openDevice(ctx context.Context, device string) (int, error) {
 		}
 		delay = min(2*delay, 500*time.Millisecond)
 	}
-}
-
-func (h *hostMounter) Superblock(device, fsType string) (Superblock, error) {
-	return readSuperblock(device, fsType)
 }
 
 // settle waits, within ctx and a few seconds, until udev has handled the
@@ -308,9 +337,14 @@ func (h *hostMounter) DeviceSize(path string) (uint64, error) {
 		return 0, err
 	}
 	defer unix.Close(fd)
+	return blockDeviceSize(fd, path)
+}
+
+// blockDeviceSize is BLKGETSIZE64 on an open block device.
+func blockDeviceSize(fd int, name string) (uint64, error) {
 	var size uint64
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKGETSIZE64, uintptr(unsafe.Pointer(&size))); errno != 0 {
-		return 0, &os.PathError{Op: "ioctl BLKGETSIZE64", Path: path, Err: errno}
+		return 0, &os.PathError{Op: "ioctl BLKGETSIZE64", Path: name, Err: errno}
 	}
 	return size, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,4 +64,82 @@ func TestOpenDeviceOpensAgainWhileZFSIsBusy(t *testing.T) {
 			t.Errorf("got %v, want the deadline", err)
 		}
 	})
+}
+
+// TestHeldDeviceReadsThroughItsDescriptor formats a 64 MiB image with the
+// real mkfs.ext4 and holds it as stage holds a zvol: its superblock and,
+// on a loop device, its size come through the descriptor held, not the
+// path, which is gone by then; a second read sees what the first did.
+func TestHeldDeviceReadsThroughItsDescriptor(t *testing.T) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("skipped: mkfs.ext4 is not installed")
+	}
+	image := filepath.Join(t.TempDir(), "zd0")
+	if err := os.WriteFile(image, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(image, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", image).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := Superblock{Size: 64 << 20, Complete: true}
+	hold := func(path string) Held {
+		held, err := (&hostMounter{}).Hold(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+
+	held := hold(image)
+	if err := os.Remove(image); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := held.Superblock("ext4"); err != nil || got != want {
+			t.Errorf("the superblock through the held descriptor: %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if _, err := held.Superblock("xfs"); err == nil {
+		t.Error("an ext4 read as XFS gave no error")
+	}
+	if _, err := held.Size(); !errors.Is(err, unix.ENOTTY) {
+		t.Errorf("BLKGETSIZE64 of a regular file: %v, want ENOTTY", err)
+	}
+	held.Release()
+	if _, err := held.Superblock("ext4"); !errors.Is(err, unix.EBADF) {
+		t.Errorf("a read after Release: %v, want EBADF", err)
+	}
+
+	// A block device answers BLKGETSIZE64: a loop device over an image of
+	// 96 MiB holding the 64 MiB filesystem (a zvol grown under it).
+	image = filepath.Join(t.TempDir(), "zd16")
+	if err := os.WriteFile(image, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(image, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", image).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := os.Truncate(image, 96<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", image).CombinedOutput()
+	if err != nil {
+		t.Skipf("skipped the block device half: no loop device here (losetup: %v: %s)", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "--detach", loop).Run() })
+	held = hold(loop)
+	defer held.Release()
+	if size, err := held.Size(); err != nil || size != 96<<20 {
+		t.Errorf("the loop device's size through the held descriptor: %d, %v; want %d", size, err, 96<<20)
+	}
+	if got, err := held.Superblock("ext4"); err != nil || got != want {
+		t.Errorf("the loop device's superblock: %+v, %v; want %+v", got, err, want)
+	}
 }

@@ -34,24 +34,31 @@ var superblockLayouts = map[string]struct {
 	"btrfs": {64 << 10, 4096, parseBtrfsSuperblock},
 }
 
-// readSuperblock reads the superblock of a filesystem of fsType on device.
-func readSuperblock(device, fsType string) (Superblock, error) {
-	layout, ok := superblockLayouts[fsType]
-	if !ok {
-		return Superblock{}, fmt.Errorf("no superblock reader for %q", fsType)
-	}
-	file, err := os.Open(device)
+// readSuperblock reads the superblock of a filesystem of fsType on the
+// device (or image file) at path.
+func readSuperblock(path, fsType string) (Superblock, error) {
+	file, err := os.Open(path)
 	if err != nil {
 		return Superblock{}, err
 	}
 	defer file.Close()
+	return readSuperblockFrom(file, path, fsType)
+}
+
+// readSuperblockFrom reads the superblock of a filesystem of fsType from
+// device, which name names in errors.
+func readSuperblockFrom(device io.ReaderAt, name, fsType string) (Superblock, error) {
+	layout, ok := superblockLayouts[fsType]
+	if !ok {
+		return Superblock{}, fmt.Errorf("no superblock reader for %q", fsType)
+	}
 	data := make([]byte, layout.length)
-	if _, err := file.ReadAt(data, layout.offset); err != nil && err != io.EOF {
+	if _, err := device.ReadAt(data, layout.offset); err != nil && err != io.EOF {
 		return Superblock{}, err
 	}
 	superblock, err := layout.parse(data)
 	if err != nil {
-		return Superblock{}, fmt.Errorf("%s: %w", device, err)
+		return Superblock{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return superblock, nil
 }

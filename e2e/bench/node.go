@@ -225,7 +225,9 @@ func publishMounts(staging, target string) error {
 // come before them, done bare: the volume's ownership read (the
 // ZFS_IOC_OBJSET_STATS ioctl, nothing decoded), the mount table read before
 // the stage and before the publish (what makes both idempotent), and for a
-// zvol its device held open while it is mounted (the stage's Hold). What it
+// zvol its device held open while it is mounted (the stage's Hold) and,
+// through it, the grow check's reads of the device's size and of the ext4
+// superblock. What it
 // leaves out of the driver's work is the two gRPC calls, the decoding and
 // the path checks.
 func checkedMountSyscalls(zfsDevice int, dataset, source, staging, target, fsType string, cmd, dst []byte) error {
@@ -235,15 +237,26 @@ func checkedMountSyscalls(zfsDevice int, dataset, source, staging, target, fsTyp
 	if _, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
 		return err
 	}
+	fd := -1
 	if fsType != "zfs" {
-		fd, err := unix.Open(source, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
+		var err error
+		if fd, err = unix.Open(source, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 			return &os.PathError{Op: "open", Path: source, Err: err}
 		}
 		defer unix.Close(fd)
 	}
 	if err := stageMount(source, staging, fsType); err != nil {
 		return err
+	}
+	if fd >= 0 {
+		// The grow check: the device's size and its filesystem's, through
+		// the descriptor held.
+		if _, err := unix.IoctlGetInt(fd, unix.BLKGETSIZE64); err != nil {
+			return &os.PathError{Op: "ioctl BLKGETSIZE64", Path: source, Err: err}
+		}
+		if _, err := unix.Pread(fd, dst[:1024], 1024); err != nil {
+			return &os.PathError{Op: "read", Path: source, Err: err}
+		}
 	}
 	if _, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
 		return err

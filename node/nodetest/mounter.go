@@ -507,17 +507,6 @@ func (f *FakeMounter) Format(ctx context.Context, device, fsType string, overwri
 	return nil
 }
 
-// Superblock implements Mounter.
-func (f *FakeMounter) Superblock(device, fsType string) (node.Superblock, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	found := f.device(device)
-	if found == nil || found.fsType != fsType {
-		return node.Superblock{}, fmt.Errorf("%s: no %s superblock", device, fsType)
-	}
-	return node.Superblock{Size: found.fsSize, Complete: !found.unfinished}, nil
-}
-
 // mountedDevice reports whether a device is mounted or bound anywhere. Callers hold mu.
 func (f *FakeMounter) mountedDevice(device *fakeDevice) bool {
 	for _, mount := range f.mounts {

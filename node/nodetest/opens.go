@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/zfs-csi/zfs-csi/node"
 )
 
 // Opens of the fake's devices: the kernel's refusal of a zvol's first open
@@ -32,7 +34,7 @@ func (f *FakeMounter) open(op string, device *fakeDevice) error {
 }
 
 // Hold implements Mounter: it opens again while the first open is refused.
-func (f *FakeMounter) Hold(ctx context.Context, device string) (func(), error) {
+func (f *FakeMounter) Hold(ctx context.Context, device string) (node.Held, error) {
 	for {
 		f.mu.Lock()
 		found := f.device(device)
@@ -44,11 +46,7 @@ func (f *FakeMounter) Hold(ctx context.Context, device string) (func(), error) {
 		if err == nil {
 			found.holders++
 			f.mu.Unlock()
-			return func() {
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				found.holders--
-			}, nil
+			return &fakeHeld{f: f, device: found}, nil
 		}
 		f.mu.Unlock()
 		select {
@@ -57,6 +55,46 @@ func (f *FakeMounter) Hold(ctx context.Context, device string) (func(), error) {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// fakeHeld is a device Hold keeps open.
+type fakeHeld struct {
+	f        *FakeMounter
+	device   *fakeDevice
+	released bool
+}
+
+func (h *fakeHeld) Size() (uint64, error) {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if h.released {
+		return 0, &os.PathError{Op: "ioctl BLKGETSIZE64", Path: h.device.node, Err: unix.EBADF}
+	}
+	return h.device.size, nil
+}
+
+func (h *fakeHeld) Superblock(fsType string) (node.Superblock, error) {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	switch {
+	case h.released:
+		return node.Superblock{}, &os.PathError{Op: "read", Path: h.device.node, Err: unix.EBADF}
+	case h.device.fsType != fsType:
+		return node.Superblock{}, fmt.Errorf("%s: no %s superblock", h.device.node, fsType)
+	}
+	return node.Superblock{Size: h.device.fsSize, Complete: !h.device.unfinished}, nil
+}
+
+// Release closes the device; a second close is the kernel's EBADF, a
+// defect of the caller's, which the fake makes a panic.
+func (h *fakeHeld) Release() {
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if h.released {
+		panic("nodetest: a held device was released twice")
+	}
+	h.released = true
+	h.device.holders--
 }
 
 // Held reports how many holds of the device behind link are open.
