@@ -317,14 +317,15 @@ func (b *bench) table() string {
 
 // bareSides is the table's header on what each bare side is.
 var bareSides = []string{
-	"bare sides: zfs commands are the driver's own argv (captured in section 6) on other datasets; where the driver runs a",
-	"  zfs program (CreateSnapshot, DeleteSnapshot, DeleteVolume, group snapshots) a row more runs the same program bare; node mounts are the",
-	"  driver's three mount(2) calls from the bench's own process (in a second row the forked mount commands, in a third the mounts",
-	"  with the reads that precede them: the ownership ioctl, the mount table twice, a zvol held open and its size and superblock read; in a fourth those and two empty",
-	"  CSI calls to the daemon, the floor; CPU rows add the bench's and the daemon's CPU time); NodeStage's ownership read",
-	"  (zfs.Exec.Inspect, in-process) is the bare ZFS_IOC_OBJSET_STATS ioctl, nothing decoded, then that ioctl on /dev/zfs opened for it",
-	"  and in a goroutine waited for, and the zfs list it ran before against it; listings and passes are the replay of the zfs commands",
-	"  the daemon logged; work a call leaves running has a row of its own; each round's sides run in an order drawn for the round",
+	"bare sides: zfs commands are the driver's own argv (captured in section 6) on other datasets; where the driver runs a zfs",
+	"  program (CreateSnapshot, DeleteSnapshot, DeleteVolume, group snapshots) a row more runs the same program bare; node mounts are",
+	"  the driver's three mount(2) calls from the bench's own process, the target directory made first as publish makes it (in a",
+	"  second row the forked mount commands, in a third the mounts with the reads that precede them: the ownership ioctl, the mount",
+	"  table twice, a zvol held open and its size and superblock read; in a fourth those and two empty CSI calls to the daemon, the",
+	"  floor; CPU rows add the bench's and the daemon's CPU time); NodeStage's ownership read (zfs.Exec.Inspect, in-process) is the",
+	"  bare ZFS_IOC_OBJSET_STATS ioctl, nothing decoded, then that ioctl on /dev/zfs opened for it and in a goroutine waited for, and",
+	"  the zfs list it ran before against it; listings and passes are the replay of the zfs commands the daemon logged; work a call",
+	"  leaves running has a row of its own; each round's sides run in an order drawn for the round",
 }
 
 // loopbackUp brings lo up: the guest's init leaves it down, and a daemon

@@ -17,7 +17,8 @@ import (
 // ways: the three mount(2) calls the driver makes (the filesystem at the
 // staging path with nodev,nosuid; a bind mount at the target; its remount
 // with nodev,nosuid), made from the bench's own process as the driver makes
-// them from its own, which is the cheapest way and the target's measure;
+// them from its own, which is the cheapest way and the target's measure
+// (every bare side makes the target directory first, as publish does);
 // and the mount commands a person would run for them, forked (mount -t zfs
 // runs the mount.zfs helper too). Two more bare sides split the driver's
 // margin: the mounts with the reads that must come before them (the checks
@@ -172,17 +173,24 @@ func countKind(fsType string) string {
 }
 
 // bareMounts times mount (the bare side's mounts of a volume at staging and
-// target), then unmounts both, untimed.
+// target) with the making of the target directory, which the driver's
+// publish makes too (the spec has the plugin create the target path, and
+// its unpublish removes it again); then it unmounts both and removes the
+// target, untimed.
 func (b *bench) bareMounts(ctx context.Context, target, staging string, mount func(context.Context) error) (time.Duration, error) {
-	// NodeUnpublishVolume removes the target directory.
-	if err := os.MkdirAll(target, 0o755); err != nil {
-		return 0, err
-	}
-	took, err := timed(ctx, mount)
+	took, err := timed(ctx, func(ctx context.Context) error {
+		if err := os.Mkdir(target, 0o750); err != nil {
+			return err
+		}
+		return mount(ctx)
+	})
 	for _, path := range []string{target, staging} {
 		if unmountErr := unix.Unmount(path, 0); err == nil {
 			err = unmountErr
 		}
+	}
+	if removeErr := os.Remove(target); err == nil {
+		err = removeErr
 	}
 	return took, err
 }
