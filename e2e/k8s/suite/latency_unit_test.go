@@ -50,3 +50,17 @@ func TestDriverCallLine(t *testing.T) {
 		t.Errorf("parsed %+v (%v)", c, err)
 	}
 }
+
+// NothingLeft's reading of a zfs list: the parent and the empty container
+// of pulls are no leftovers; anything else below the parent, the container's
+// content included, is; other datasets of the pool are not the driver's.
+func TestLeftUnder(t *testing.T) {
+	list := "tank\ntank/csi\ntank/csi/_incoming\ntank/other\ntank/csi-not\n"
+	if left := leftUnder("tank/csi", list); len(left) != 0 {
+		t.Errorf("left under tank/csi of %q: %v, want none", list, left)
+	}
+	list += "tank/csi/_incoming/pvc-1\ntank/csi/pvc-2@snap\n"
+	if left := leftUnder("tank/csi", list); strings.Join(left, " ") != "tank/csi/_incoming/pvc-1 tank/csi/pvc-2@snap" {
+		t.Errorf("left under tank/csi: %v", left)
+	}
+}
