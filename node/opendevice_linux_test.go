@@ -74,16 +74,7 @@ func TestHeldDeviceReadsThroughItsDescriptor(t *testing.T) {
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		t.Skip("skipped: mkfs.ext4 is not installed")
 	}
-	image := filepath.Join(t.TempDir(), "zd0")
-	if err := os.WriteFile(image, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(image, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", image).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	image := ext4Image(t, 64<<20, 64<<20)
 	want := Superblock{Size: 64 << 20, Complete: true}
 	hold := func(path string) Held {
 		held, err := (&hostMounter{}).Hold(context.Background(), path)
@@ -115,19 +106,7 @@ func TestHeldDeviceReadsThroughItsDescriptor(t *testing.T) {
 
 	// A block device answers BLKGETSIZE64: a loop device over an image of
 	// 96 MiB holding the 64 MiB filesystem (a zvol grown under it).
-	image = filepath.Join(t.TempDir(), "zd16")
-	if err := os.WriteFile(image, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(image, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", image).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if err := os.Truncate(image, 96<<20); err != nil {
-		t.Fatal(err)
-	}
+	image = ext4Image(t, 64<<20, 96<<20)
 	out, err := exec.Command("losetup", "--find", "--show", image).CombinedOutput()
 	if err != nil {
 		t.Skipf("skipped the block device half: no loop device here (losetup: %v: %s)", err, out)
@@ -142,4 +121,24 @@ func TestHeldDeviceReadsThroughItsDescriptor(t *testing.T) {
 	if got, err := held.Superblock("ext4"); err != nil || got != want {
 		t.Errorf("the loop device's superblock: %+v, %v; want %+v", got, err, want)
 	}
+}
+
+// ext4Image makes an image file holding an ext4 of fsSize bytes (the real
+// mkfs.ext4), grown to size afterwards.
+func ext4Image(t *testing.T, fsSize, size int64) string {
+	t.Helper()
+	image := filepath.Join(t.TempDir(), "device")
+	if err := os.WriteFile(image, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(image, fsSize); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", image).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := os.Truncate(image, size); err != nil {
+		t.Fatal(err)
+	}
+	return image
 }
