@@ -39,6 +39,15 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 	if err != nil {
 		return nil, err
 	}
+	if capability := req.GetVolumeCapability(); capability != nil {
+		// The spec's code for a capability the volume does not have is
+		// INVALID_ARGUMENT here, where stage and publish answer
+		// FAILED_PRECONDITION; the rule is the same.
+		kind, fsType := mountedKind(recognise, mount, nil)
+		if problem := driver.KindServes(kind, fsType, capability); problem != "" {
+			return nil, invalid("volume %q: %s", volume.id, problem)
+		}
+	}
 	if mount.FSType == "zfs" {
 		return &csi.NodeExpandVolumeResponse{}, nil
 	}

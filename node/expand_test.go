@@ -51,6 +51,28 @@ func TestExpand(t *testing.T) {
 		_, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.staging})
 		wantCode(t, err, codes.NotFound)
 	})
+	for _, test := range []struct{ fsType, asked string }{
+		{"ext4", "block"}, {"ext4", "xfs"}, {"zfs", "ext4"}, {"zfs", "block"}, {"block", "ext4"}, {"block", "zfs"},
+	} {
+		t.Run("a "+test.fsType+" volume asked to expand as "+test.asked+" is INVALID_ARGUMENT, and nothing grows", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", test.fsType)
+			h.mustStageAndPublish(v)
+			if test.fsType != "zfs" {
+				h.host.SetDeviceSize(h.device(v), 2<<30)
+			}
+			capability := mountCapability(test.asked, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+			if test.asked == "block" {
+				capability = blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+			}
+			_, err := h.server.NodeExpandVolume(context.Background(), &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.target,
+				StagingTargetPath: v.staging, VolumeCapability: capability})
+			wantCode(t, err, codes.InvalidArgument)
+			if _, size, _ := h.host.Filesystem(h.device(v)); test.fsType == "ext4" && size != 1<<30 {
+				t.Errorf("the filesystem grew to %d bytes", size)
+			}
+		})
+	}
 	t.Run("a capability the driver never serves is INVALID_ARGUMENT", func(t *testing.T) {
 		h := newHarness(t)
 		v := h.volume("vol", "ext4")

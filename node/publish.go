@@ -137,20 +137,25 @@ func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, 
 	if staged == nil || !recognise.Shows(*staged) {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
 	}
-	kind, fsType := driver.KindZvol, staged.FSType
-	switch {
-	case recognise.IsDeviceBind(*staged):
-		// A raw block staging does not show whether the zvol has a
-		// filesystem (an older version of the driver staged formatted
-		// zvols so); the volume_context may.
-		fsType = volumeContext[driver.ContextFSType]
-	case staged.FSType == "zfs":
-		kind = driver.KindDataset
-	}
+	kind, fsType := mountedKind(recognise, *staged, volumeContext)
 	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
 	}
 	return source, checkContext(volumeContext, kind, fsType)
+}
+
+// mountedKind is a volume's kind and filesystem type as a mount of it
+// shows them. A raw block bind does not show whether the zvol has a
+// filesystem (an older version of the driver staged formatted zvols so);
+// the volume_context may, when the call has one.
+func mountedKind(recognise VolumeMounts, mount MountInfo, volumeContext map[string]string) (kind, fsType string) {
+	switch {
+	case recognise.IsDeviceBind(mount):
+		return driver.KindZvol, volumeContext[driver.ContextFSType]
+	case mount.FSType == "zfs":
+		return driver.KindDataset, mount.FSType
+	}
+	return driver.KindZvol, mount.FSType
 }
 
 // checkContext compares a volume_context with what the mounts show; an
