@@ -93,3 +93,28 @@ func TestKernelALinkNamedZvolInAStagedVolumeDoesNotWedgeUnstage(t *testing.T) {
 			exists(filepath.Join(v.staging, node.BlockStagingFile)))
 	}
 }
+
+func TestKernelUnpublishLeavesAFilePlantedUnderTheMount(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	h := newKernelHarness(t)
+	v := h.volume("vol", "zfs")
+	h.mustStageAndPublish(v)
+	// A bind of the target's directory without the mounts in it reaches the
+	// directory the volume is published on.
+	under := filepath.Join(t.TempDir(), "under")
+	if err := os.Mkdir(under, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(filepath.Dir(v.target), under, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(under, unix.MNT_DETACH)
+	plantFile(t, filepath.Join(under, filepath.Base(v.target)), "job.log")
+	wantCode(t, h.unpublish(v), codes.FailedPrecondition)
+	if mount := node.MountAt(h.kernelMounts(), v.target); mount != nil {
+		t.Errorf("still published: %q", h.kernelMountPoints())
+	}
+	wantPlanted(t, filepath.Join(v.target, "job.log"))
+}

@@ -261,3 +261,45 @@ func TestARootInsideAnotherIsResolvedAsNamed(t *testing.T) {
 		t.Errorf("not published through the inner root: %v", h.mountPoints())
 	}
 }
+
+// plantFile writes a file into dir, as another workload's or the host's.
+func plantFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("not the volume's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func wantPlanted(t *testing.T, path string) {
+	t.Helper()
+	if got, err := os.ReadFile(path); err != nil || string(got) != "not the volume's" {
+		t.Errorf("the planted file %s holds %q (%v)", path, got, err)
+	}
+}
+
+func TestUnpublishRemovesOnlyAnEmptyMountPoint(t *testing.T) {
+	for _, fsType := range []string{"zfs", "block"} {
+		t.Run("a "+fsType+" target with a file planted under the mount survives unpublish, with the file", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			h.mustStageAndPublish(v)
+			// The fake mounts nothing on the target: what is written there
+			// lies under the mount, in the directory or file it is on.
+			planted := v.target
+			if fsType == "block" {
+				if err := os.WriteFile(v.target, []byte("not the volume's"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				planted = plantFile(t, v.target, "job.log")
+			}
+			wantCode(t, h.unpublish(v), codes.FailedPrecondition)
+			if h.mountAt(v.target) != nil {
+				t.Errorf("still published: %v", h.mountPoints())
+			}
+			wantPlanted(t, planted)
+		})
+	}
+}
