@@ -14,4 +14,10 @@
 // a connection authenticated as the node asked for), and the transfer
 // service (transfer.go) that serves the snapshots this node owns as zfs send
 // streams to peers, read-only, through the ownership guard.
+//
+// A connection outlives its handshake, so the server checks every call's
+// caller again, against the CA file as it is at that call (recheck.go), and
+// serves one connection for about an hour at most: a node shut out by a new
+// CA, or whose certificate expired, is not served on a connection it opened
+// before.
 package peer

@@ -35,18 +35,38 @@ var _ grpc.ServiceRegistrar = (*Server)(nil)
 // transfer service's own limit (Config.MaxStreams) is lower.
 const maxCallsPerConnection = 64
 
+// connectionAge bounds how long one peer connection is served: after max
+// (gRPC spreads it by up to 10 % either way) the server asks the peer to
+// reconnect, and grace later it cuts the calls still running on it. A
+// connection's certificate was checked at its handshake and each call is
+// checked again (authorize), but a call under way, a snapshot stream, is
+// not: the age bounds how long a node shut out keeps one.
+type connectionAge struct{ max, grace time.Duration }
+
+// defaultConnectionAge: an hour lets most streams end on the connection
+// they began on; one cut short resumes from the receiver's resume token on
+// a new connection, whose handshake and calls check the files as they are.
+var defaultConnectionAge = connectionAge{max: time.Hour, grace: 5 * time.Minute}
+
 // NewServer makes the server; unary interceptors (metrics, say) run
 // outermost.
 func NewServer(cfg Config, log zerolog.Logger, unary ...grpc.UnaryServerInterceptor) *Server {
+	return newServer(cfg, log, defaultConnectionAge, unary...)
+}
+
+func newServer(cfg Config, log zerolog.Logger, age connectionAge, unary ...grpc.UnaryServerInterceptor) *Server {
 	s := &Server{cfg: cfg, log: log.With().Str("component", "peer").Logger()}
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(cfg.serverTLS())),
 		grpc.MaxConcurrentStreams(maxCallsPerConnection),
-		// A peer gone silent (its node lost) frees its calls' resources.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		// A peer gone silent (its node lost) frees its calls' resources;
+		// no connection is served longer than age.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second,
+			MaxConnectionAge: age.max, MaxConnectionAgeGrace: age.grace}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(append(append([]grpc.UnaryServerInterceptor{}, unary...), s.logCall)...),
-		grpc.ChainStreamInterceptor(s.logStream),
+		// Every call is logged, then its caller checked again.
+		grpc.ChainUnaryInterceptor(append(append([]grpc.UnaryServerInterceptor{}, unary...), s.logCall, s.authorizeCall)...),
+		grpc.ChainStreamInterceptor(s.logStream, s.authorizeStream),
 	)
 	return s
 }

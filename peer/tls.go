@@ -54,15 +54,24 @@ func (c Config) load() (loaded, error) {
 	} else if node != c.NodeID {
 		return loaded{}, fmt.Errorf("peer certificate %s is node %q's; this is node %q", c.CertFile, node, c.NodeID)
 	}
+	roots, err := c.loadRoots()
+	if err != nil {
+		return loaded{}, err
+	}
+	return loaded{certificate: certificate, roots: roots}, nil
+}
+
+// loadRoots reads the CA file.
+func (c Config) loadRoots() (*x509.CertPool, error) {
 	pem, err := os.ReadFile(c.CAFile)
 	if err != nil {
-		return loaded{}, fmt.Errorf("peer CA: %w", err)
+		return nil, fmt.Errorf("peer CA: %w", err)
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(pem) {
-		return loaded{}, fmt.Errorf("peer CA %s holds no PEM certificate", c.CAFile)
+		return nil, fmt.Errorf("peer CA %s holds no PEM certificate", c.CAFile)
 	}
-	return loaded{certificate: certificate, roots: roots}, nil
+	return roots, nil
 }
 
 // Check reads the files once, so that a daemon with a broken configuration
