@@ -94,6 +94,33 @@ func TestKernelALinkNamedZvolInAStagedVolumeDoesNotWedgeUnstage(t *testing.T) {
 	}
 }
 
+func TestKernelStageOnlyIntoAnEmptyDirectory(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	h := newKernelHarness(t)
+	v := h.volume("vol", "zfs")
+	planted := plantFile(t, v.staging, "job.log")
+	wantCode(t, h.stage(v), codes.FailedPrecondition)
+	if paths := h.kernelMountPoints(); len(paths) != 0 {
+		t.Errorf("the kernel lists %q mounted", paths)
+	}
+	wantPlanted(t, planted)
+	if err := os.Remove(planted); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.stage(v); err != nil {
+		t.Fatal(err)
+	}
+	plantFile(t, v.staging, "data") // in the volume now
+	if err := h.stage(v); err != nil {
+		t.Fatalf("the retry of a stage that succeeded: %v", err)
+	}
+	if paths := h.kernelMountPoints(); len(paths) != 1 {
+		t.Errorf("the kernel lists %q mounted, want the one staging mount", paths)
+	}
+}
+
 func TestKernelUnpublishLeavesAFilePlantedUnderTheMount(t *testing.T) {
 	if !inPrivateMountNamespace(t) {
 		return

@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
@@ -277,6 +279,51 @@ func wantPlanted(t *testing.T, path string) {
 	if got, err := os.ReadFile(path); err != nil || string(got) != "not the volume's" {
 		t.Errorf("the planted file %s holds %q (%v)", path, got, err)
 	}
+}
+
+func TestStageOnlyIntoAnEmptyDirectory(t *testing.T) {
+	for _, fsType := range []string{"zfs", "ext4", "block"} {
+		t.Run("a "+fsType+" volume is not staged in a directory holding another's files, which stay", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			planted := plantFile(t, v.staging, "job.log")
+			err := h.stage(v)
+			wantCode(t, err, codes.FailedPrecondition)
+			if !strings.Contains(status.Convert(err).Message(), v.staging) {
+				t.Errorf("the refusal %q does not name the staging path", status.Convert(err).Message())
+			}
+			if mounts := h.mountPoints(); len(mounts) != 0 {
+				t.Errorf("mounted %v", mounts)
+			}
+			wantPlanted(t, planted)
+		})
+		t.Run("a "+fsType+" volume staged already answers OK again, whatever it holds now", func(t *testing.T) {
+			h := newHarness(t)
+			v := h.volume("vol", fsType)
+			if err := h.stage(v); err != nil {
+				t.Fatal(err)
+			}
+			// The fake mounts nothing on the directory: what is written
+			// there stands for the volume's own files.
+			plantFile(t, v.staging, "data")
+			if err := h.stage(v); err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			if mounts := h.mountPoints(); len(mounts) != 1 {
+				t.Errorf("mounts after the retry: %v", mounts)
+			}
+		})
+	}
+	t.Run("a block stage cut off before its bind, leaving the empty file, is staged again", func(t *testing.T) {
+		h := newHarness(t)
+		v := h.volume("vol", "block")
+		if err := os.WriteFile(filepath.Join(v.staging, node.BlockStagingFile), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.stage(v); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestUnpublishRemovesOnlyAnEmptyMountPoint(t *testing.T) {

@@ -231,8 +231,9 @@ func makeMountPoint(path string, file bool) (made bool, err error) {
 			return err
 		}
 		if wanted := map[bool]string{true: "file", false: "directory"}[file]; kind != wanted || !empty {
-			return status.Errorf(codes.FailedPrecondition, "%s exists and is not an empty %s; the driver mounts only onto one it "+
-				"can remove again without losing anything: remove it, or name another path", path, wanted)
+			return status.Errorf(codes.FailedPrecondition, "%s exists and is not an empty %s; the driver mounts only onto an "+
+				"empty one (a mount would hide what it holds, and take in what is meant for it): remove it, or name another path",
+				path, wanted)
 		}
 		return nil
 	})
@@ -255,15 +256,22 @@ func whatIsAt(parent int, name string) (kind string, empty bool, err error) {
 		if err != nil {
 			return "", false, err
 		}
-		dir := os.NewFile(uintptr(fd), name)
-		defer dir.Close()
-		entries, err := dir.Readdirnames(1)
-		if errors.Is(err, io.EOF) {
-			return "directory", true, nil
-		}
-		return "directory", len(entries) == 0, err
+		names, err := namesIn(fd, 1)
+		return "directory", len(names) == 0, err
 	}
 	return "other", false, nil
+}
+
+// namesIn reads up to n names from the directory open at fd, which it
+// closes.
+func namesIn(fd, n int) ([]string, error) {
+	dir := os.NewFile(uintptr(fd), "")
+	defer dir.Close()
+	names, err := dir.Readdirnames(n)
+	if errors.Is(err, io.EOF) {
+		return nil, nil
+	}
+	return names, err
 }
 
 // removeMountPoint removes what a mount of the driver's was on, once that

@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -59,7 +61,7 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if err := s.loadKey(ctx, volume, row, req.GetSecrets()); err != nil {
 		return nil, err
 	}
-	if err := makeDirs(staging); err != nil {
+	if err := makeStagingDir(staging, capability.GetBlock() != nil); err != nil {
 		return nil, err
 	}
 	switch {
@@ -115,6 +117,40 @@ func accessName(block bool) string {
 		return "block"
 	}
 	return "mount"
+}
+
+// makeStagingDir makes the staging directory, or checks the one there.
+// A filesystem volume is mounted over it, so it must be empty: a caller may
+// name any directory below the roots, another workload's among them, and a
+// mount there would hide its files and take in what the host writes there
+// next. A raw block volume's device is bound onto a file in it, which may
+// be there already (a stage cut off before its bind leaves it; stageBlock
+// checks that it is empty), and nothing else may. A retry of a stage that
+// succeeded never comes here: checkStaged answers it.
+func makeStagingDir(staging string, block bool) error {
+	if err := makeDirs(filepath.Dir(staging)); err != nil {
+		return err
+	}
+	if !block {
+		_, err := makeMountPoint(staging, false)
+		return err
+	}
+	if err := makeDirs(staging); err != nil {
+		return err
+	}
+	fd, err := openBeneath(staging, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: staging, Err: err}
+	}
+	names, err := namesIn(fd, 2)
+	if err != nil {
+		return &os.PathError{Op: "read", Path: staging, Err: err}
+	}
+	if len(names) > 1 || len(names) == 1 && names[0] != blockStagingFile {
+		return status.Errorf(codes.FailedPrecondition, "staging path %s holds files the driver did not make; a raw block "+
+			"volume is staged only in an empty directory: remove them, or name another path", staging)
+	}
+	return nil
 }
 
 // stageBlock bind-mounts the zvol's device node onto a file in the staging
