@@ -94,6 +94,20 @@ func TestKernelALinkNamedZvolInAStagedVolumeDoesNotWedgeUnstage(t *testing.T) {
 	}
 }
 
+func TestKernelNothingIsMountedThroughARootTurnedIntoALinkToTheHostRoot(t *testing.T) {
+	if !inPrivateMountNamespace(t) {
+		return
+	}
+	h := newKernelHarness(t)
+	outside := h.rootToHostRoot(h.pathRoot(filepath.Join(h.dir, "co"), 0o750))
+	v := h.volume("vol", "zfs")
+	v.staging = outside
+	wantRootRefused(t, h.stage(v), "resolves to /")
+	if found := kernelMountsBelow(t, outside); len(found) != 0 {
+		t.Errorf("the kernel lists %v mounted outside the roots", found)
+	}
+}
+
 func TestKernelStageOnlyIntoAnEmptyDirectory(t *testing.T) {
 	if !inPrivateMountNamespace(t) {
 		return

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +50,10 @@ func (s *Server) hostPath(field, path string) (string, error) {
 	if !filepath.IsAbs(clean) {
 		return "", invalid("%s %q is not an absolute path", field, path)
 	}
-	root, rest, ok := s.underRoot(clean)
+	root, rest, ok, err := s.underRoot(clean)
+	if err != nil {
+		return "", err
+	}
 	if !ok {
 		return "", invalid("%s %s is outside the directories this node serves (%s): the orchestrators' own "+
 			"directories, and those the operator adds with --allow-paths (ZFS_CSI_ALLOW_PATHS)", field, clean, strings.Join(s.opts.PathRoots, ", "))
@@ -81,32 +85,112 @@ func (s *Server) hostPath(field, path string) (string, error) {
 // another the innermost one counts: a root reached through a link (kubelet's
 // directory, /var/lib/kubelet -> /data/kubelet) inside another root is
 // resolved as the operator named it, not refused as a link below the outer.
-func (s *Server) underRoot(clean string) (root, rest string, ok bool) {
-	longest := 0
+// The root found is checked again at every call (rootProblem), since what
+// confined paths at start may since have become a link to / or been opened
+// to other users: a root that no longer confines anything is
+// FAILED_PRECONDITION, the operator's to fix.
+func (s *Server) underRoot(clean string) (root, rest string, ok bool, err error) {
+	longest, found := 0, ""
 	for _, configured := range s.opts.PathRoots {
-		resolved, err := filepath.EvalSymlinks(configured)
-		if err != nil {
+		resolved, resolveErr := filepath.EvalSymlinks(configured)
+		if resolveErr != nil || !filepath.IsAbs(configured) {
 			continue // a root that does not exist holds nothing
 		}
 		for _, spelling := range []string{configured, resolved} {
 			prefix := strings.TrimSuffix(spelling, "/") + "/"
-			if after, found := strings.CutPrefix(clean, prefix); found && after != "" && len(prefix) > longest {
-				root, rest, ok, longest = resolved, after, true, len(prefix)
+			if after, match := strings.CutPrefix(clean, prefix); match && after != "" && len(prefix) > longest {
+				root, rest, ok, longest, found = resolved, after, true, len(prefix), configured
 			}
 		}
 	}
-	return root, rest, ok
+	if !ok {
+		return "", "", false, nil
+	}
+	if problem := rootProblem(found); problem != "" {
+		return "", "", false, status.Errorf(codes.FailedPrecondition, "%s: the path root %s %s; the driver touches "+
+			"nothing below it until the operator fixes that", clean, found, problem)
+	}
+	return root, rest, true, nil
 }
 
-// CheckPathRoots checks the configured roots: absolute, and not the host's root
-// directory, which would confine nothing.
+// CheckPathRoots checks the configured roots at start (rootProblem): a root
+// that does not exist yet is no problem, it holds nothing until it does.
 func CheckPathRoots(roots []string) error {
 	for _, root := range roots {
-		if !filepath.IsAbs(root) || filepath.Clean(root) == "/" {
-			return fmt.Errorf("path root %q must be an absolute directory other than /", root)
+		if problem := rootProblem(root); problem != "" {
+			return fmt.Errorf("path root %q %s", root, problem)
 		}
 	}
 	return nil
+}
+
+// rootProblem says why a configured root would not confine the paths below
+// it, or is "" (also when it does not exist). A root must be absolute and must not resolve to the host's root directory.
+// Nobody but root (or the daemon's own user, an unprivileged daemon's as in
+// tests) may be able to move or replace an entry in the root or in any
+// directory above it, as the root resolves and where its configured name
+// lies: such a user could turn the root into a link to / (or to /etc) after
+// this check, or swap what lies below it. So each of those directories must
+// be owned by root or the daemon's user, and not writable by its group or by
+// others unless it is sticky (as /tmp is: others may add names to it, but
+// not move or remove what root made there; below a root the driver follows
+// no link and stages only onto an empty directory).
+func rootProblem(configured string) string {
+	if !filepath.IsAbs(configured) {
+		return "is not an absolute path"
+	}
+	resolved, err := filepath.EvalSymlinks(configured)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		return fmt.Sprintf("cannot be resolved: %v", err)
+	}
+	if resolved == "/" {
+		return "resolves to /, which confines nothing"
+	}
+	holder, err := filepath.EvalSymlinks(filepath.Dir(filepath.Clean(configured)))
+	if err != nil {
+		return fmt.Sprintf("cannot be resolved: %v", err)
+	}
+	starts := []string{resolved}
+	if holder != filepath.Dir(resolved) {
+		starts = append(starts, holder) // the directory the configured link lies in
+	}
+	for _, start := range starts {
+		for dir := start; ; dir = filepath.Dir(dir) {
+			if problem := dirProblem(dir, dir == resolved); problem != "" {
+				return problem
+			}
+			if dir == "/" {
+				break
+			}
+		}
+	}
+	return ""
+}
+
+// dirProblem checks one directory of rootProblem's: owned by root or the
+// daemon's user, and not writable by group or others unless sticky.
+func dirProblem(dir string, isRoot bool) string {
+	var stat unix.Stat_t
+	if err := unix.Lstat(dir, &stat); err != nil {
+		return fmt.Sprintf("cannot be checked: %v", err)
+	}
+	what := "lies in " + dir + ", which"
+	if isRoot {
+		what = "resolves to " + dir + ", which"
+	}
+	switch {
+	case stat.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return what + " is not a directory"
+	case stat.Uid != 0 && int(stat.Uid) != os.Geteuid():
+		return fmt.Sprintf("%s is owned by user %d: only root (or the daemon's own user) may own a path root and the directories above it", what, stat.Uid)
+	case stat.Mode&0o022 != 0 && stat.Mode&unix.S_ISVTX == 0:
+		return fmt.Sprintf("%s is writable by its group or by others (mode %04o): they could replace the root or what lies below it",
+			what, stat.Mode&0o7777)
+	}
+	return ""
 }
 
 // openBeneath opens path (absolute, as hostPath returns it) without
