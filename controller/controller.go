@@ -41,6 +41,9 @@ type Server struct {
 	copies    copyJobs
 	// transfers pulls other nodes' snapshots (remote.go); nil: off.
 	transfers driver.Transfers
+	// inUse says whether this host shows a volume mounted (the node's
+	// mount table; pulls.go); nil: cannot tell.
+	inUse func(dataset string) (bool, error)
 	// pullIdle is how long a pull goes on with no call asking for it
 	// before it is abandoned and what it received removed (remote.go).
 	pullIdle time.Duration

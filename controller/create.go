@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,9 +24,12 @@ type volumePlan struct {
 	params   createParams
 	sourceID string // content source (snapshot or volume ID), "" for none
 	fromSnap bool
-	// remote: the source is another node's snapshot, pulled over the peer
-	// channel (remote.go).
+	// remote: the source is another node's snapshot or volume, pulled over
+	// the peer channel (remote.go).
 	remote bool
+	// move is moveSync or moveFinal for a round of a move the operator
+	// started (MoveVolume), "" otherwise: never from a parameter.
+	move string
 	// keyFormat and key encrypt a new volume (params.encryption, the key
 	// from the secrets); they never reach a log, an error or an argv.
 	keyFormat string
@@ -46,8 +50,6 @@ func (s *Server) checkSourcePlace(plan *volumePlan) error {
 	switch {
 	case err != nil:
 		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", driver.Bounded(plan.sourceID), err)
-	case plan.params.move != "" && (plan.fromSnap || nodeID == s.cfg.NodeID):
-		return invalid("%s=%s moves another node's volume here: the content source must be a volume of another node", ParamSourceMode, plan.params.move)
 	case nodeID != s.cfg.NodeID && s.transfers != nil:
 		plan.remote = true // pulled from its node (remote.go, move.go); a pull crosses pools
 	case nodeID != s.cfg.NodeID:
@@ -131,6 +133,36 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
+	return s.create(ctx, plan)
+}
+
+// MoveVolume is a round of a move of another node's volume here, which only
+// the operator starts (the operator's socket, `zfs-csi ctl move-volume`),
+// and only where moves are enabled: the same plan and checks as
+// CreateVolume, the rounds of move.go to execute it.
+func (s *Server) MoveVolume(ctx context.Context, req *csi.CreateVolumeRequest, final bool) (*csi.CreateVolumeResponse, error) {
+	defer s.volumesChanged()
+	if !s.cfg.AllowMoves {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s does not allow moves: its operator has not enabled them (--allow-moves)", s.cfg.NodeID)
+	}
+	plan, err := s.planVolume(req)
+	if err != nil {
+		return nil, err
+	}
+	if !plan.remote || plan.fromSnap {
+		return nil, invalid("a move's content source must be a volume of another node")
+	}
+	plan.move = moveSync
+	if final {
+		plan.move = moveFinal
+	}
+	return s.create(ctx, plan)
+}
+
+// create makes the volume a validated plan describes: its source resolved
+// and checked by the same rules wherever it lives, then one executor for
+// the kind of source (a new volume or a clone here, a local copy, a pull).
+func (s *Server) create(ctx context.Context, plan volumePlan) (*csi.CreateVolumeResponse, error) {
 	copied := false
 	if job := s.copies.running(plan.name); job != nil {
 		// A copy an earlier call started is under way: wait for it, then
@@ -152,8 +184,11 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	locks := &heldLocks{release: release}
 	defer locks.done()
 
+	if plan.remote {
+		return s.createPulled(ctx, plan, locks)
+	}
 	var src *source
-	if plan.sourceID != "" && !plan.remote {
+	if plan.sourceID != "" {
 		if src, err = s.resolveSource(ctx, plan); err != nil {
 			return nil, err
 		}
@@ -162,23 +197,18 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
-	if copied || plan.params.copySource || plan.remote {
+	if err := s.checkOtherParents(ctx, plan); err != nil {
+		return nil, err
+	}
+	if copied || plan.params.copySource {
 		// A copy costs a send of the whole source: look for the volume an
 		// earlier call copied first (one zfs list; the retries of a long
 		// copy are the common case, not the exception).
-		existing, free, err := s.findByName(ctx, plan)
-		if err == nil && existing != nil && !plan.remote {
+		existing, _, err := s.findByName(ctx, plan)
+		if err == nil && existing != nil {
 			*existing, err = s.completeCopy(ctx, plan, src, *existing, size)
 		}
 		if err != nil || existing != nil {
-			return s.existingVolume(plan, existing, err)
-		}
-		if plan.remote {
-			return s.pullVolume(ctx, plan, locks, free)
-		}
-	}
-	if len(s.cfg.ParentDatasets) > 1 {
-		if existing, err := s.findInOtherParents(ctx, plan); err != nil || existing != nil {
 			return s.existingVolume(plan, existing, err)
 		}
 	}
@@ -216,6 +246,38 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	}
 	return nil, status.Errorf(codes.ResourceExhausted,
 		"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
+}
+
+// createPulled makes a volume from another node's source: the volume an
+// earlier call pulled is looked for first (its source may be gone: a move
+// deletes it), then the source is described by its node and checked as a
+// local one, and pulled (remote.go, move.go).
+func (s *Server) createPulled(ctx context.Context, plan volumePlan, locks *heldLocks) (*csi.CreateVolumeResponse, error) {
+	existing, free, err := s.findByName(ctx, plan)
+	if err != nil || existing != nil {
+		return s.existingVolume(plan, existing, err)
+	}
+	src, err := s.resolveSource(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	size, err := plannedSize(plan, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkOtherParents(ctx, plan); err != nil {
+		return nil, err
+	}
+	return s.pullVolume(ctx, plan, size, locks, free)
+}
+
+// checkOtherParents refuses a name already used under another parent.
+func (s *Server) checkOtherParents(ctx context.Context, plan volumePlan) error {
+	if len(s.cfg.ParentDatasets) < 2 {
+		return nil
+	}
+	_, err := s.findInOtherParents(ctx, plan)
+	return err
 }
 
 // planVolume validates a request without touching ZFS.
@@ -305,26 +367,77 @@ func (s *Server) checkTopology(requirement *csi.TopologyRequirement) error {
 		otherNodeMarker, s.cfg.TopologyKey(), s.cfg.NodeID)
 }
 
-// resolveSource finds a content source this driver owns, or NOT_FOUND. It
-// costs one zfs list, or none for a snapshot sourceIndex remembers.
+// resolveSource finds a content source and checks it against the plan:
+// the same rules for a source here and one on another node, which that
+// node describes by the same lookup (pulls.go).
 func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, error) {
-	if !plan.fromSnap {
-		row, err := s.getVolume(ctx, plan.sourceID)
-		if err != nil {
-			return nil, err
-		}
-		src := &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row),
-			blockSize: row.VolBlockSize, encrypted: row.KeyStatus != ""}
-		return src, checkSource(plan, src)
+	var src *source
+	var err error
+	if plan.remote {
+		src, err = s.describeRemote(ctx, plan)
+	} else {
+		src, err = s.lookupSource(ctx, plan.sourceID, plan.fromSnap, plan.params.encryption != "" || plan.params.copySource)
 	}
-	snapshot, dataset, err := s.snapshotName(plan.sourceID)
 	if err != nil {
 		return nil, err
 	}
-	needsCrypto := plan.params.encryption != "" || plan.params.copySource
-	if src, ok := s.sources.lookup(snapshot); ok && !needsCrypto {
+	return src, checkSource(plan, src)
+}
+
+// describeRemote asks the source's node to describe it.
+func (s *Server) describeRemote(ctx context.Context, plan volumePlan) (*source, error) {
+	sourceNode, _, err := driver.ParseVolumeID(plan.sourceID)
+	if plan.fromSnap {
+		sourceNode, _, _, err = driver.ParseSnapshotID(plan.sourceID)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "content source %q: %v", driver.Bounded(plan.sourceID), err)
+	}
+	conn, err := s.sourceConn(ctx, sourceNode)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := callPulls(ctx, conn, pullsDescribe, map[string]string{fieldSource: plan.sourceID, fieldSnapshot: strconv.FormatBool(plan.fromSnap)})
+	if err != nil {
+		return nil, err
+	}
+	return remoteSource(fields)
+}
+
+// sourceConn reaches a source's node. A node this one has no address for,
+// or cannot reach now, is UNAVAILABLE (the CO retries, or places the volume
+// elsewhere), never a final error.
+func (s *Server) sourceConn(ctx context.Context, nodeID string) (grpc.ClientConnInterface, error) {
+	conn, err := s.transfers.Conn(ctx, nodeID)
+	if err != nil {
+		if code := status.Code(err); code == codes.Unauthenticated || code == codes.PermissionDenied {
+			return nil, err
+		}
+		return nil, status.Errorf(codes.Unavailable, "%s: the content source is on node %q, which this node cannot reach: %s",
+			otherNodeMarker, nodeID, driver.Bounded(status.Convert(err).Message()))
+	}
+	return conn, nil
+}
+
+// lookupSource finds a content source this driver owns, or NOT_FOUND. It
+// costs one zfs list, or none for a snapshot sourceIndex remembers (unless
+// crypto asks for its encryption, which the index does not know).
+func (s *Server) lookupSource(ctx context.Context, sourceID string, fromSnap, crypto bool) (*source, error) {
+	if !fromSnap {
+		row, err := s.getVolume(ctx, sourceID)
+		if err != nil {
+			return nil, err
+		}
+		return &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row),
+			blockSize: row.VolBlockSize, encrypted: row.KeyStatus != ""}, nil
+	}
+	snapshot, dataset, err := s.snapshotName(sourceID)
+	if err != nil {
+		return nil, err
+	}
+	if src, ok := s.sources.lookup(snapshot); ok && !crypto {
 		src.remembered = true
-		return &src, checkSource(plan, &src)
+		return &src, nil
 	}
 	epoch := s.sources.begin()
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{dataset, snapshot},
@@ -342,12 +455,12 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 		}
 	}
 	if snapshotRow == nil {
-		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", driver.Bounded(plan.sourceID))
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", driver.Bounded(sourceID))
 	}
 	src := s.snapshotSource(*snapshotRow, volumeRow)
 	s.sources.remember(epoch, src)
 	src.encrypted = snapshotRow.KeyStatus != ""
-	return &src, checkSource(plan, &src)
+	return &src, nil
 }
 
 // snapshotSource is a CSI snapshot as a content source: its kind and

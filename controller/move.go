@@ -1,12 +1,13 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -14,25 +15,21 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// A volume made from another node's volume is pulled in rounds (issue 38
-// item 3): each round, the source's node takes a CSI snapshot of it (a
-// forwarded CreateSnapshot, named for this node, the volume and the round)
-// and this node receives it, the first whole, the later ones as
-// incrementals from the round before, into the same hidden dataset. A clone
-// of another node's volume is one round. A move (sourceMode=move) is a
-// round per call, while the workload still runs, each answered ABORTED with
-// what it brought; its last (sourceMode=move-final, once the workload has
-// stopped) makes the volume, and the source volume and its round snapshots
-// are deleted on their node.
+// A volume made from another node's volume is pulled in rounds: each round,
+// the source's node snapshots the volume under a name no earlier try can
+// have taken (pulls.go, TakeRound) and this node receives it, the first
+// whole, the later ones as incrementals from the round before, into the
+// same hidden dataset. A clone of another node's volume is one round. A
+// move, which only the operator starts (MoveVolume), is a round per call
+// while the workload still runs, each answered ABORTED with what it
+// brought; its final round, once the workload has stopped, makes the
+// volume. The source is deleted on its node only after this node proved
+// it holds the final round (its GUID) and the source's node found nothing
+// written since and its own operator allows moves (EndPull).
 const (
 	moveSync  = "move"
 	moveFinal = "move-final"
 )
-
-// roundName is the CSI name of a round's snapshot on the source's node.
-func (s *Server) roundName(dataset string, round int) string {
-	return "zfs-csi-pull-" + s.cfg.NodeID + "-" + dataset[strings.LastIndexByte(dataset, '/')+1:] + "-" + strconv.Itoa(round)
-}
 
 // pullRounds runs the next round (or finishes what the last one left).
 func (s *Server) pullRounds(ctx context.Context, plan volumePlan, incoming, dataset string, size uint64,
@@ -41,21 +38,21 @@ func (s *Server) pullRounds(ctx context.Context, plan volumePlan, incoming, data
 	if err != nil {
 		return zfs.Dataset{}, err
 	}
-	conn, err := s.transfers.Conn(ctx, sourceNode)
+	conn, err := s.sourceConn(ctx, sourceNode)
 	if err != nil {
 		return zfs.Dataset{}, err
 	}
-	source := csi.NewControllerClient(conn)
-	rounds, pulled, err := s.receivedRounds(ctx, incoming)
+	rounds, pulledGUID, err := s.receivedRounds(ctx, incoming)
 	if err != nil {
 		return zfs.Dataset{}, err
 	}
-	if !pulled {
-		snapshot, err := source.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: s.roundName(dataset, len(rounds)+1), SourceVolumeId: plan.sourceID})
+	if pulledGUID == "" {
+		taken, err := callPulls(ctx, conn, pullsTakeRound, map[string]string{fieldSource: plan.sourceID, fieldPuller: dataset,
+			fieldFinal: strconv.FormatBool(plan.move == moveFinal)})
 		if err != nil {
 			return zfs.Dataset{}, err
 		}
-		req := driver.TransferRequest{SnapshotID: snapshot.GetSnapshot().GetSnapshotId()}
+		req := driver.TransferRequest{SnapshotID: taken[fieldSnapshot]}
 		if len(rounds) > 0 {
 			req.FromSnapshotID = driver.SnapshotID(sourceNode, sourceDataset+"@"+rounds[len(rounds)-1])
 		}
@@ -63,50 +60,89 @@ func (s *Server) pullRounds(ctx context.Context, plan volumePlan, incoming, data
 		if err := s.receive(ctx, plan, req, incoming, properties, received); err != nil {
 			return zfs.Dataset{}, err
 		}
-		_, component, _ := strings.Cut(req.SnapshotID, "@")
-		rounds = append(rounds, component)
-		if plan.params.move == moveSync {
-			return zfs.Dataset{}, status.Errorf(codes.Aborted, "moving %s here: round %d received (%s); call again for another round, and with %s=%s once the workload has stopped: that round makes the volume",
-				driver.Bounded(plan.sourceID), len(rounds), zfs.FormatSize(received.Load()-before), ParamSourceMode, moveFinal)
+		if plan.move == moveSync {
+			return zfs.Dataset{}, status.Errorf(codes.Aborted, "moving %s here: round %d received (%s); run the move again for another round, and with --final once the workload has stopped: that round makes the volume",
+				driver.Bounded(plan.sourceID), len(rounds)+1, zfs.FormatSize(received.Load()-before))
 		}
-		if err := s.zfs.Set(ctx, incoming, map[string]string{s.props.Pulled: "true"}); err != nil {
+		if pulledGUID, err = s.checkRound(ctx, incoming, req.SnapshotID, taken[fieldGUID]); err != nil {
+			return zfs.Dataset{}, err
+		}
+		if err := s.zfs.Set(ctx, incoming, map[string]string{s.props.Pulled: pulledGUID}); err != nil {
 			return zfs.Dataset{}, err
 		}
 	}
-	// What the pull left on the source's node goes: its round snapshots,
-	// and for a move the volume itself (deleted as DeleteVolume deletes:
-	// marked and reaped when clones of it remain).
-	for _, round := range rounds {
-		_, err := source.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: driver.SnapshotID(sourceNode, sourceDataset+"@"+round)})
-		if err != nil && status.Code(err) != codes.NotFound {
-			return zfs.Dataset{}, err
+	// What the pull left on the source's node goes: its rounds, and for a
+	// move the volume itself (deleted as DeleteVolume deletes: marked and
+	// reaped when clones of it remain).
+	_, err = callPulls(ctx, conn, pullsEnd, map[string]string{fieldSource: plan.sourceID, fieldPuller: dataset,
+		fieldMove: strconv.FormatBool(plan.move == moveFinal), fieldGUID: pulledGUID})
+	if status.Code(err) == codes.FailedPrecondition && plan.move == moveFinal {
+		// The source changed after the final round (or is still in use):
+		// the next final round takes another.
+		if unset := s.zfs.Set(ctx, incoming, map[string]string{s.props.Pulled: "-"}); unset != nil {
+			s.log.Warn().Err(unset).Str("dataset", incoming).Msg("cannot clear the pulled mark")
 		}
 	}
-	if plan.params.move == moveFinal {
-		if _, err := source.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: plan.sourceID}); err != nil && status.Code(err) != codes.NotFound {
-			return zfs.Dataset{}, err
-		}
+	if err != nil {
+		return zfs.Dataset{}, err
 	}
 	return s.finishPull(ctx, plan, incoming, dataset, size)
 }
 
-// receivedRounds are the snapshot components the hidden dataset received,
-// oldest first, and whether its last round is in (Pulled).
-func (s *Server) receivedRounds(ctx context.Context, incoming string) (rounds []string, pulled bool, err error) {
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming}, Depth: 1,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: []string{s.props.Pulled}, SkipMissing: true})
+// checkRound proves that incoming holds the round the source's node took:
+// a receive keeps a snapshot's GUID.
+func (s *Server) checkRound(ctx context.Context, incoming, snapshotID, guid string) (string, error) {
+	_, component, _ := strings.Cut(snapshotID, "@")
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming + "@" + component}, Types: []zfs.Type{zfs.Snapshot}, Provenance: true})
 	if err != nil {
-		return nil, false, err
+		return "", err
+	}
+	if got := strconv.FormatUint(rows[0].GUID, 10); got != guid {
+		return "", status.Errorf(codes.Internal, "the round received as %s has GUID %s, the source's node took GUID %s", incoming, got, driver.Bounded(guid))
+	}
+	return guid, nil
+}
+
+// endRoundsQuietly asks a volume source's node to drop the rounds of a
+// pull that will not finish; a failure is logged (the source's operator
+// sees the round snapshots by their mark).
+func (s *Server) endRoundsQuietly(ctx context.Context, plan volumePlan, dataset string) {
+	if plan.fromSnap {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	sourceNode, _, err := driver.ParseVolumeID(plan.sourceID)
+	if err != nil {
+		return
+	}
+	conn, err := s.sourceConn(ctx, sourceNode)
+	if err == nil {
+		_, err = callPulls(ctx, conn, pullsEnd, map[string]string{fieldSource: plan.sourceID, fieldPuller: dataset})
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Str("source", plan.sourceID).Msg("cannot drop the pull's rounds on the source's node")
+	}
+}
+
+// receivedRounds are the snapshot components the hidden dataset received,
+// oldest first, and the GUID of its last round once that is in (Pulled).
+func (s *Server) receivedRounds(ctx context.Context, incoming string) (rounds []string, pulledGUID string, err error) {
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming}, Depth: 1,
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: []string{s.props.Pulled}, SkipMissing: true, Provenance: true})
+	// The rounds' names are random: their order is the order ZFS made them.
+	slices.SortStableFunc(rows, func(a, b zfs.Dataset) int { return cmp.Compare(a.CreateTxg, b.CreateTxg) })
+	if err != nil {
+		return nil, "", err
 	}
 	for _, row := range rows {
 		if row.Type == zfs.Snapshot {
 			_, component, _ := strings.Cut(row.Name, "@")
 			rounds = append(rounds, component)
 		} else {
-			pulled = row.User[s.props.Pulled] == "true"
+			pulledGUID = row.User[s.props.Pulled]
 		}
 	}
-	return rounds, pulled, nil
+	return rounds, pulledGUID, nil
 }
 
 // hasSnapshot says whether incoming holds the snapshot whose ID names it

@@ -21,7 +21,7 @@ const (
 	ParamParentDataset = "parentDataset" // an allowed parent; default: the first
 	ParamThin          = "thin"          // "true": no reservation (sparse)
 	ParamVolBlockSize  = "volblocksize"  // zvols: block size in bytes (power of two, 512..128Ki)
-	ParamSourceMode    = "sourceMode"    // "clone" (default), "copy": independent copy by send/receive, "move"/"move-final": another node's volume moved here (remote.go)
+	ParamSourceMode    = "sourceMode"    // "clone" (default), "copy": independent copy by send/receive, moves are the operator's (ctl move-volume), refused here
 	ParamEncryption    = "encryption"    // "on" or a cipher (aes-256-gcm, …): native encryption, key from the secrets
 	PropertyPrefix     = "zfs."          // "zfs.<property>": a native or user ZFS property
 	kubernetesPrefix   = "csi.storage.k8s.io/"
@@ -138,7 +138,6 @@ type createParams struct {
 	thin         bool
 	volBlockSize uint64
 	copySource   bool
-	move         string            // moveSync or moveFinal for a move from another node, else ""
 	encryption   string            // "" for none, "on" or a cipher
 	properties   map[string]string // zfs.<property> from parameters and mutable_parameters
 	metadata     map[string]string // driver user property → CO metadata (PVC name, …)
@@ -183,13 +182,16 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 		case key == ParamVolBlockSize:
 			p.volBlockSize, err = parseVolBlockSize(value, zvol)
 		case key == ParamSourceMode:
-			if value != "clone" && value != "copy" && value != moveSync && value != moveFinal {
-				err = invalid("parameter %s=%q must be clone, copy, %s or %s", key, driver.Bounded(value), moveSync, moveFinal)
+			switch value {
+			case "clone", "copy":
+			case moveSync, moveFinal:
+				// Deleting the source is the operator's act on the hosts,
+				// never a parameter any CO caller can set.
+				err = invalid("parameter %s=%s: moves are not a CSI parameter; the operator moves a volume with `zfs-csi ctl move-volume` on the node it moves to, where moves are enabled (--allow-moves)", key, value)
+			default:
+				err = invalid("parameter %s=%q must be clone or copy", key, driver.Bounded(value))
 			}
 			p.copySource = value == "copy"
-			if value == moveSync || value == moveFinal {
-				p.move = value
-			}
 		case key == ParamEncryption:
 			if !encryptionValues[value] {
 				err = invalid("parameter %s=%q must be on, off or one of aes-128-ccm, aes-192-ccm, aes-256-ccm, aes-128-gcm, aes-192-gcm, aes-256-gcm", key, driver.Bounded(value))

@@ -59,7 +59,7 @@ func incomingDataset(dataset string) string {
 
 // pullVolume makes generation's dataset of plan from another node's
 // snapshot, apart from the call, which waits for it as long as it can.
-func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLocks, generation int) (*csi.CreateVolumeResponse, error) {
+func (s *Server) pullVolume(ctx context.Context, plan volumePlan, size uint64, locks *heldLocks, generation int) (*csi.CreateVolumeResponse, error) {
 	if generation == 0 {
 		return nil, status.Errorf(codes.ResourceExhausted,
 			"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
@@ -74,13 +74,15 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, locks *heldLoc
 	var made zfs.Dataset
 	job := s.copies.start(plan.name, plan.sourceID, dataset, func(ctx context.Context, received *atomic.Uint64) error {
 		ctx, abandoned := s.watchPull(ctx, plan.name)
-		row, err := s.pull(ctx, plan, dataset, received)
+		row, err := s.pull(ctx, plan, dataset, size, received)
 		if err != nil && abandoned() {
 			// The caller gave up (a claim deleted while its volume was
-			// still coming): nothing of it stays.
+			// still coming): nothing of it stays, here or, for a volume
+			// source, its rounds on the source's node.
 			s.log.Warn().Str("dataset", dataset).Str("source", plan.sourceID).Dur("idle", s.pullIdle).
 				Msg("pull abandoned: no call asked for it; what it received is removed")
 			s.removeIncoming(ctx, incomingDataset(dataset))
+			s.endRoundsQuietly(ctx, plan, dataset)
 			return status.Errorf(codes.Aborted, "the pull of %s was abandoned after %s without a call asking for it; a new call starts again",
 				driver.Bounded(plan.sourceID), s.pullIdle)
 		}
@@ -129,15 +131,11 @@ func (s *Server) watchPull(ctx context.Context, name string) (context.Context, f
 
 // pull receives the source into the hidden dataset, resuming what an
 // earlier pull left, and makes it the volume.
-func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, received *atomic.Uint64) (zfs.Dataset, error) {
+func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, size uint64, received *atomic.Uint64) (zfs.Dataset, error) {
 	incoming := incomingDataset(dataset)
 	container := incoming[:strings.LastIndexByte(incoming, '/')]
 	err := s.zfs.Create(ctx, container, zfs.CreateOptions{Properties: map[string]string{"mountpoint": "none", "canmount": "off"}})
 	if err != nil && !errors.Is(err, zfs.ErrExists) {
-		return zfs.Dataset{}, err
-	}
-	size, err := plannedSize(plan, nil)
-	if err != nil {
 		return zfs.Dataset{}, err
 	}
 	properties := s.volumeProperties(plan, size, true)
@@ -290,6 +288,12 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 	size = max(size, has)
 	if block := row.VolBlockSize; plan.zvol && block > 0 {
 		size = (size + block - 1) / block * block // the received zvol keeps the source's block size
+	}
+	if limit := plan.capacity.GetLimitBytes(); limit > 0 && size > uint64(limit) {
+		// The source described itself smaller than what arrived holds.
+		s.dropIncoming(ctx, incoming, false)
+		return zfs.Dataset{}, status.Errorf(codes.OutOfRange, "the content source %q holds %d bytes, more than limit_bytes %d",
+			driver.Bounded(plan.sourceID), size, limit)
 	}
 	grow := sourceGrowth(plan, row.VolSize, size)
 	if !plan.zvol {

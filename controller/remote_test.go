@@ -30,7 +30,8 @@ import (
 // a daemon killed mid-stream does.
 type peerNode struct {
 	fake       *zfstest.Fake
-	conn       grpc.ClientConnInterface // node-b's controller
+	server     *Server                  // node-b's controller
+	conn       grpc.ClientConnInterface // node-b's controller and its Pulls, as node-a reaches them
 	mu         sync.Mutex
 	requests   []driver.TransferRequest
 	breakAfter int
@@ -79,12 +80,13 @@ func newPeerNode(t *testing.T, props driver.UserProps, opts zfs.CreateOptions) *
 	if err := fake.Snapshot(ctx, "tank/csi/src@snap-1", map[string]string{props.SnapshotName: "snap-1"}); err != nil {
 		t.Fatal(err)
 	}
-	return &peerNode{fake: fake, conn: serveController(t, fake)}
+	server, conn := serveController(t, fake)
+	return &peerNode{fake: fake, server: server, conn: conn}
 }
 
 // serveController serves node-b's controller over fake as the peer
 // channel does (errors mapped as the daemon maps them), on loopback.
-func serveController(t *testing.T, fake *zfstest.Fake) grpc.ClientConnInterface {
+func serveController(t *testing.T, fake *zfstest.Fake) (*Server, grpc.ClientConnInterface) {
 	t.Helper()
 	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-b", ParentDatasets: []string{"tank/csi"}}
 	controller, err := New(cfg, fake, zerolog.New(zerolog.NewTestWriter(t)))
@@ -96,6 +98,7 @@ func serveController(t *testing.T, fake *zfstest.Fake) grpc.ClientConnInterface 
 		return resp, driver.Status(err)
 	}))
 	csi.RegisterControllerServer(server, controller)
+	driver.RegisterPeerOnly(server, &PullsServiceDesc, controller, func(context.Context) (string, error) { return testNode, nil })
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +110,7 @@ func serveController(t *testing.T, fake *zfstest.Fake) grpc.ClientConnInterface 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return conn
+	return controller, conn
 }
 
 // Conn implements driver.Transfers (driver.Peers).
@@ -328,7 +331,9 @@ func TestAPullThatCannotBeTheVolumeLeavesNothing(t *testing.T) {
 
 func volumeSourceRequest(name, sourceMode string) *csi.CreateVolumeRequest {
 	req := createRequest(name, 1<<30, mountCapability(""))
-	req.Parameters = map[string]string{ParamSourceMode: sourceMode}
+	if sourceMode != "" {
+		req.Parameters = map[string]string{ParamSourceMode: sourceMode}
+	}
 	req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "node-b:tank/csi/src"}}}
 	return req
@@ -337,31 +342,47 @@ func volumeSourceRequest(name, sourceMode string) *csi.CreateVolumeRequest {
 func TestACloneOfAnotherNodesVolumeIsOneRoundAndLeavesTheSourceAsItWas(t *testing.T) {
 	h := newHarness(t)
 	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	peer.server.cfg.AllowMoves = true // even where moves are allowed, a clone never deletes
 	h.server.UseTransfers(peer)
 	volume := h.create(volumeSourceRequest("pvc-c", "clone"))
 	if row := h.dataset(strings.TrimPrefix(volume.GetVolumeId(), testNode+":")); row.Referenced != 3<<20 {
 		t.Errorf("the clone holds %d bytes, want the source's 3 MiB", row.Referenced)
 	}
-	if !peer.fake.Exists("tank/csi/src") {
-		t.Error("the source volume went")
+	if !peer.fake.Exists("tank/csi/src") || peer.fake.Property("tank/csi/src", h.props.Deleted) != "" {
+		t.Error("the source volume went or was marked deleted")
 	}
-	for _, name := range peer.fake.Names() {
-		if strings.Contains(name, "zfs-csi-pull") {
-			t.Errorf("left on the source's node: %s", name)
-		}
+	if left := roundsLeft(peer); len(left) != 0 {
+		t.Errorf("rounds left on the source's node: %v", left)
 	}
 	if left := h.incomingLeft(); len(left) != 0 {
 		t.Errorf("left in the hidden container: %v", left)
 	}
 }
 
+// roundsLeft are the round snapshots of pulls on the source's node.
+func roundsLeft(peer *peerNode) []string {
+	var left []string
+	for _, name := range peer.fake.Names() {
+		if strings.Contains(name, "@"+driver.InternalSnapshotPrefix+"pull-") {
+			left = append(left, name)
+		}
+	}
+	return left
+}
+
+// allowMoves is an operator's choice on both nodes.
+func allowMoves(h *harness, peer *peerNode) {
+	h.server.cfg.AllowMoves, peer.server.cfg.AllowMoves = true, true
+}
+
 func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
 	h := newHarness(t)
 	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
 	h.server.UseTransfers(peer)
+	allowMoves(h, peer)
 	ctx := context.Background()
 	for round := 1; round <= 2; round++ {
-		_, err := h.server.CreateVolume(ctx, volumeSourceRequest("pvc-m", moveSync))
+		_, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false)
 		if code(err) != codes.Aborted || !strings.Contains(err.Error(), "round "+strconv.Itoa(round)+" received") {
 			t.Fatalf("round %d: %v, want ABORTED saying the round arrived", round, err)
 		}
@@ -372,8 +393,11 @@ func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	volume := h.create(volumeSourceRequest("pvc-m", moveFinal))
-	if row := h.dataset(strings.TrimPrefix(volume.GetVolumeId(), testNode+":")); row.Referenced != 5<<20 {
+	volume, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true)
+	if err != nil {
+		t.Fatalf("the final round: %v", err)
+	}
+	if row := h.dataset(strings.TrimPrefix(volume.GetVolume().GetVolumeId(), testNode+":")); row.Referenced != 5<<20 {
 		t.Errorf("the moved volume holds %d bytes, want the source's last 5 MiB", row.Referenced)
 	}
 	peer.mu.Lock()
@@ -386,13 +410,17 @@ func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
 		t.Errorf("the rounds' bases %q: want a full send, then two incrementals", froms)
 	}
 	if peer.fake.Exists("tank/csi/src") && peer.fake.Property("tank/csi/src", h.props.Deleted) == "" {
-		t.Errorf("the source volume is live still: %v", peer.fake.Names())
+		t.Errorf("the source volume is live still (its CSI snapshot keeps it, marked deleted): %v", peer.fake.Names())
+	}
+	if left := roundsLeft(peer); len(left) != 0 {
+		t.Errorf("rounds left on the source's node: %v", left)
 	}
 	if snapshots := h.snapshotsLeft(); len(snapshots) != 0 {
 		t.Errorf("snapshots left on the moved volume: %v", snapshots)
 	}
-	if again := h.create(volumeSourceRequest("pvc-m", moveFinal)); again.GetVolumeId() != volume.GetVolumeId() {
-		t.Errorf("a retry of the last round answered %s", again.GetVolumeId())
+	again, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true)
+	if err != nil || again.GetVolume().GetVolumeId() != volume.GetVolume().GetVolumeId() {
+		t.Errorf("a retry of the last round answered %v, %v", again, err)
 	}
 }
 

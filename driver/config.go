@@ -28,6 +28,11 @@ type Config struct {
 	// the operator's choice, never a caller's (the controller's
 	// poolProperties lists them and refuses the rest).
 	AllowedPoolProperties []string
+	// AllowMoves lets volumes move between this node and others: the
+	// operator's choice on each node (decision 15). A move needs it on the
+	// node the volume moves to, where the operator starts it, and on the
+	// node it leaves, which deletes it only then. No CSI parameter can.
+	AllowMoves bool
 }
 
 // driverNamePattern is the CSI plugin-name rule (a domain name, ≤ 63 bytes),

@@ -143,16 +143,18 @@ func snapshotNode(snapshotID string) string {
 	return nodeID
 }
 
-// createOwner is where a new volume must be made. A requisite topology
-// that excludes this node names the node: the first preferred one, else the
-// first requisite one. Otherwise a content source on another node names
-// its node, where the volume is an instant clone; a requisite topology
-// that allows this node but not the source's keeps the call here (a copy
-// across nodes, or the refusal when transfers are not configured), as does
-// every other request.
+// createOwner is where a new volume must be made, the same whichever node
+// receives the call (so that a forwarded call is never sent on again): the
+// first preferred node the requisite topology allows (the CO's choice),
+// else the node of a content source when it is allowed (an instant clone
+// there), else the first requisite node. Only a call with no topology and
+// no source is the receiving node's.
 func createOwner(cfg Config, req *csi.CreateVolumeRequest) string {
 	requirement := req.GetAccessibilityRequirements()
 	allows := func(nodeID string) bool {
+		if !nodeIDPattern.MatchString(nodeID) {
+			return false
+		}
 		if len(requirement.GetRequisite()) == 0 {
 			return true
 		}
@@ -163,21 +165,21 @@ func createOwner(cfg Config, req *csi.CreateVolumeRequest) string {
 		}
 		return false
 	}
-	if !allows(cfg.NodeID) {
-		for _, topology := range append(append([]*csi.Topology{}, requirement.GetPreferred()...), requirement.GetRequisite()...) {
-			if nodeID := topology.GetSegments()[cfg.TopologyKey()]; nodeIDPattern.MatchString(nodeID) && allows(nodeID) {
-				return nodeID
-			}
+	for _, topology := range requirement.GetPreferred() {
+		if nodeID := topology.GetSegments()[cfg.TopologyKey()]; allows(nodeID) {
+			return nodeID
 		}
-		return ""
 	}
-	source := req.GetVolumeContentSource()
-	sourceNode := volumeNode(source.GetVolume().GetVolumeId())
-	if source.GetSnapshot() != nil {
-		sourceNode = snapshotNode(source.GetSnapshot().GetSnapshotId())
-	}
-	if sourceNode != "" && allows(sourceNode) {
+	if sourceNode := createSourceNode(req); sourceNode != "" && allows(sourceNode) {
 		return sourceNode
+	}
+	for _, topology := range requirement.GetRequisite() {
+		if nodeID := topology.GetSegments()[cfg.TopologyKey()]; allows(nodeID) {
+			return nodeID
+		}
+	}
+	if len(requirement.GetRequisite()) > 0 {
+		return "" // names no node of this driver: refused here
 	}
 	return cfg.NodeID
 }
@@ -195,6 +197,15 @@ func Forward(cfg Config, peers Peers) grpc.UnaryServerInterceptor {
 		nodeID := route.owner(cfg, req)
 		if nodeID == "" || nodeID == cfg.NodeID {
 			return handler(ctx, req)
+		}
+		if create, ok := req.(*csi.CreateVolumeRequest); ok {
+			if source := createSourceNode(create); source != "" && source != nodeID && source != cfg.NodeID {
+				// The owner would have to pull from a third node, which it
+				// takes only from the source's or its own instance: the CO
+				// asks again there (Nomad tries the next instance).
+				return nil, status.Errorf(codes.Unavailable, "%s: this volume belongs on node %q and its source is on node %q: "+
+					"ask node %q's plugin instance", OtherNodeMarker, nodeID, source, nodeID)
+			}
 		}
 		noteForward(ctx, nodeID)
 		conn, err := peers.Conn(ctx, nodeID)
@@ -223,8 +234,8 @@ func unreachable(nodeID string, err error) error {
 // to this node, here, never forwarded again, behind this package's panic
 // recovery and error mapping, which are made part of the services' own
 // handlers (the channel's server serves other services beside them).
-func RegisterPeerServices(registrar grpc.ServiceRegistrar, cfg Config, services Services) {
-	own := chainUnary(recoverPanic, answerForwarded(cfg), mapErrors)
+func RegisterPeerServices(registrar grpc.ServiceRegistrar, cfg Config, services Services, callerOf CallerOf) {
+	own := chainUnary(recoverPanic, knownCaller(callerOf), answerForwarded(cfg), mapErrors)
 	if services.Controller != nil {
 		registrar.RegisterService(withInterceptor(&csi.Controller_ServiceDesc, own), services.Controller)
 	}
@@ -283,6 +294,12 @@ func answerForwarded(cfg Config) grpc.UnaryServerInterceptor {
 		if route, named := routes[info.FullMethod]; !named || route.owner(cfg, req) != cfg.NodeID {
 			return nil, status.Errorf(codes.PermissionDenied, "%s is not a call for node %q: peers forward only calls that name this node",
 				info.FullMethod, cfg.NodeID)
+		}
+		if create, ok := req.(*csi.CreateVolumeRequest); ok {
+			caller, _ := PeerCaller(ctx)
+			if err := createAccepted(cfg, create, caller); err != nil {
+				return nil, err
+			}
 		}
 		return handler(ctx, req)
 	}

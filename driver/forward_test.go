@@ -57,8 +57,11 @@ func TestEachCallBelongsToTheNodeItsIDsName(t *testing.T) {
 		{"a group snapshot's deletion", csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName,
 			&csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "node-b:tank#g"}, "node-b"},
 		{"a new volume naming nothing is this node's", csi.Controller_CreateVolume_FullMethodName, &csi.CreateVolumeRequest{Name: "v"}, "node-a"},
-		{"a new volume whose topology allows this node", csi.Controller_CreateVolume_FullMethodName,
-			&csi.CreateVolumeRequest{AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-b", "node-a")}}, "node-a"},
+		{"a new volume whose topology allows several nodes goes to the first, whichever node is asked", csi.Controller_CreateVolume_FullMethodName,
+			&csi.CreateVolumeRequest{AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-b", "node-a")}}, "node-b"},
+		{"a preferred node comes before the source's", csi.Controller_CreateVolume_FullMethodName,
+			&csi.CreateVolumeRequest{VolumeContentSource: snapshotSource("node-c:tank/csi/v@s"),
+				AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-b", "node-c"), Preferred: topology("node-b", "node-c")}}, "node-b"},
 		{"a new volume on other nodes goes to the first preferred one", csi.Controller_CreateVolume_FullMethodName,
 			&csi.CreateVolumeRequest{AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-b", "node-c"), Preferred: topology("node-c", "node-b")}}, "node-c"},
 		{"a new volume on other nodes without preference goes to the first requisite one", csi.Controller_CreateVolume_FullMethodName,
@@ -104,7 +107,7 @@ func (panickingController) DeleteVolume(context.Context, *csi.DeleteVolumeReques
 
 func TestPeerServicesAnswerOnlyForTheirNodeWithMappedCodes(t *testing.T) {
 	plain := grpc.NewServer() // no interceptors of its own: the services bring theirs
-	RegisterPeerServices(plain, Config{NodeID: "node-a"}, Services{Controller: panickingController{}})
+	RegisterPeerServices(plain, Config{NodeID: "node-a"}, Services{Controller: panickingController{}}, func(context.Context) (string, error) { return "node-b", nil })
 	client := csi.NewControllerClient(serve(t, &Server{grpc: plain}))
 
 	var trailer metadata.MD

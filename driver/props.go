@@ -26,7 +26,11 @@ type UserProps struct {
 	// Pulled is set on a volume pulled from another node once its last
 	// round has arrived (controller/remote.go): a retry then finishes it
 	// instead of asking the source for another round.
-	Pulled       string
+	Pulled string
+	// PullFor is on a pull's round snapshots on the source's node: the node
+	// and the dataset that pull makes ("node:dataset"), so that the rounds
+	// of one pull, and only those, go when it ends.
+	PullFor      string
 	PVCName      string
 	PVCNamespace string
 	PVName       string
@@ -39,6 +43,7 @@ func NewUserProps(driverName string) UserProps {
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
 		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size",
 		Group: p + "group", GroupMembers: p + "group-members", Snapshotting: p + "snapshotting", Pulled: p + "pulled",
+		PullFor: p + "pull-for",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }
@@ -46,7 +51,7 @@ func NewUserProps(driverName string) UserProps {
 // All lists every property, for reads that need them.
 func (u UserProps) All() []string {
 	return []string{u.Managed, u.CSIName, u.ParamsHash, u.FSType, u.Source, u.Deleted, u.SnapshotName,
-		u.Internal, u.Size, u.Group, u.PVCName, u.PVCNamespace, u.PVName}
+		u.Internal, u.Size, u.Group, u.PullFor, u.PVCName, u.PVCNamespace, u.PVName}
 }
 
 // Owns reports whether a property name is in the driver's namespace.

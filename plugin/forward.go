@@ -35,6 +35,6 @@ func (p *Plugin) ForwardCalls(cfg driver.Config, server *peer.Server) {
 	p.Services.Forward = driver.Forward(cfg, PeerConns{Client: p.Peers})
 	p.Services.ForwardStreams = driver.ForwardStreams(cfg, PeerConns{Client: p.Peers})
 	if server != nil {
-		driver.RegisterPeerServices(server, cfg, p.Services)
+		driver.RegisterPeerServices(server, cfg, p.Services, peer.CallerNode)
 	}
 }

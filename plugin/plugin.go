@@ -40,11 +40,14 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 		return nil, err
 	}
 	ready := func(ctx context.Context) error { return inventory.CheckParents(ctx, z, cfg) }
+	nodeService := node.New(cfg, z, mounter, log, nodeOptions)
+	// A move's final round asks whether this host still uses the volume.
+	controllerService.UseMountCheck(nodeService.InUse)
 	return &Plugin{Controller: controllerService, cfg: cfg, zfs: z, Services: driver.Services{
 		Identity:         driver.NewIdentity(cfg, log, ready, true),
 		Controller:       controllerService,
 		GroupController:  controllerService.Group(),
-		Node:             node.New(cfg, z, mounter, log, nodeOptions),
+		Node:             nodeService,
 		SnapshotMetadata: snapmeta.New(cfg, z),
 	}}, nil
 }
@@ -70,6 +73,7 @@ func (p *Plugin) ConnectPeers(cfg peer.Config, log zerolog.Logger) (*peer.Server
 	}
 	server := peer.NewServer(cfg, log)
 	peer.NewTransfer(p.cfg, p.zfs, cfg.MaxStreams).Register(server)
+	driver.RegisterPeerOnly(server, &controller.PullsServiceDesc, p.Controller, peer.CallerNode)
 	if err := server.Listen(); err != nil {
 		return nil, err
 	}

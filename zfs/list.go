@@ -18,6 +18,8 @@ const (
 	spaceColumns       = "usedbysnapshots,compressratio"
 	cryptoColumns      = "keystatus,encryptionroot"
 	cryptoColumnCount  = 2
+	provenanceColumns  = "guid,written,createtxg"
+	provenanceCount    = 3
 	spaceColumnCount   = 2
 	poolColumns        = "name,health,size,allocated,free,fragmentation"
 	poolColumnCount    = 6
@@ -88,6 +90,9 @@ func listArgs(opts ListOptions) ([]string, error) {
 	}
 	if opts.Crypto {
 		columns += "," + cryptoColumns
+	}
+	if opts.Provenance {
+		columns += "," + provenanceColumns
 	}
 	for _, prop := range opts.UserProps {
 		if !strings.Contains(prop, ":") || strings.ContainsAny(prop, ",=\t\n") {
@@ -175,6 +180,9 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 	if opts.Crypto {
 		native, columns = native+cryptoColumnCount, columns+","+cryptoColumns
 	}
+	if opts.Provenance {
+		native, columns = native+provenanceCount, columns+","+provenanceColumns
+	}
 	userProps := opts.UserProps
 	if want := native + len(userProps); len(fields) != want {
 		return Dataset{}, fmt.Errorf("%d columns, want %d (a value with a tab or newline?)", len(fields), want)
@@ -203,8 +211,17 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 		d.CompressRatio = r.ratio(datasetColumnCount + 1)
 	}
 	if opts.Crypto {
-		d.KeyStatus = r.text(native - cryptoColumnCount)
-		d.EncryptionRoot = r.text(native - cryptoColumnCount + 1)
+		at := native - cryptoColumnCount
+		if opts.Provenance {
+			at -= provenanceCount
+		}
+		d.KeyStatus = r.text(at)
+		d.EncryptionRoot = r.text(at + 1)
+	}
+	if opts.Provenance {
+		d.GUID = r.number(native - provenanceCount)
+		d.Written = r.number(native - provenanceCount + 1)
+		d.CreateTxg = r.number(native - provenanceCount + 2)
 	}
 	if r.err != nil {
 		return Dataset{}, fmt.Errorf("dataset %s: %w", d.Name, r.err)

@@ -54,8 +54,15 @@ type Dataset struct {
 	// inherits its encryption), "" when not encrypted; read with KeyStatus.
 	// Keys load and unload only there, for every dataset sharing it.
 	EncryptionRoot string
+	// GUID identifies a snapshot (or dataset) for good: a receive keeps a
+	// snapshot's GUID, so a snapshot received on another node is proven the
+	// same as its source's by it. Written is what the dataset holds that its
+	// newest snapshot does not (0 right after a snapshot with no write
+	// since). Both read only when ListOptions.Provenance asks for them.
+	GUID    uint64
+	Written uint64
 	// CreateTxg is the transaction group that made it; reported by
-	// SnapshotGroup only (0 elsewhere).
+	// SnapshotGroup and by List with Provenance (0 elsewhere).
 	CreateTxg uint64
 
 	// UsedBySnapshots and CompressRatio are read only when ListOptions.Space
@@ -134,6 +141,9 @@ type ListOptions struct {
 	// dataset that is not encrypted) and encryptionroot: what staging needs
 	// to know.
 	Crypto bool
+	// Provenance also reads guid and written: what proves that a snapshot
+	// received elsewhere is this one, and that nothing was written since.
+	Provenance bool
 }
 
 // CopyOptions are the options of Interface.Copy.

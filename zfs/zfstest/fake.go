@@ -53,6 +53,7 @@ type fakeDataset struct {
 	encryptionRoot string               // "" when not encrypted; fixed when made
 	blocks         map[uint64]fakeBlock // volumes and their snapshots (fake_data.go)
 	guid           uint64               // snapshots: fixed when made, kept by a receive (fake_transfer.go)
+	written        uint64               // bytes written since the newest snapshot (ZFS's written)
 	partial        *fakePartial         // a resumable receive cut short (fake_transfer.go)
 	inconsistent   bool                 // made by a receive still partial: no data to read yet
 }
@@ -387,7 +388,13 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 		if opts.Depth != 0 {
 			names = append(names, f.descendants(root)...)
 		}
-		sort.Strings(names)
+		sort.Slice(names, func(i, j int) bool {
+			a, b := f.datasets[names[i]], f.datasets[names[j]]
+			if a.typ == zfs.Snapshot && b.typ == zfs.Snapshot && datasetOf(a.name) == datasetOf(b.name) {
+				return a.createTxg < b.createTxg // zfs list sorts a dataset's snapshots by createtxg
+			}
+			return names[i] < names[j]
+		})
 		for _, name := range names {
 			d := f.datasets[name]
 			if !hasType(types, d.typ) || (opts.Depth > 0 && depthBelow(root, name) > opts.Depth) {
@@ -396,6 +403,9 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 			row := f.row(d, opts.UserProps)
 			if opts.Crypto {
 				f.cryptoColumns(d, &row)
+			}
+			if opts.Provenance {
+				row.GUID, row.Written, row.CreateTxg = d.guidOf(), d.written, d.createTxg
 			}
 			if opts.Space {
 				// The fake neither compresses nor overwrites: snapshots hold

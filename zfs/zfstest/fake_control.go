@@ -124,6 +124,7 @@ func (f *Fake) Write(name string, bytes uint64) error {
 		return f.fail("write", name, zfs.ErrNoSpace)
 	}
 	d.referenced += bytes
+	d.written += bytes
 	return nil
 }
 

@@ -50,6 +50,9 @@ func (f *Fake) changeBlocks(name string, offset, length uint64, free bool) error
 	}
 	for block := first; block < end; block++ {
 		d.blocks[block] = fakeBlock{birth: f.txg, hole: free}
+		if !free {
+			d.written += size
+		}
 	}
 	return nil
 }

@@ -135,6 +135,11 @@ func (f *Fake) add(d *fakeDataset) error {
 	}
 	f.clock = f.clock.Add(time.Second)
 	d.creation, d.createTxg = f.clock, f.txg
+	if d.typ == zfs.Snapshot {
+		if parent, ok := f.datasets[datasetOf(d.name)]; ok {
+			parent.written = 0 // ZFS's written counts from the newest snapshot
+		}
+	}
 	f.inheritBlocks(d)
 	f.setEncryptionRoot(d)
 	f.datasets[d.name] = d

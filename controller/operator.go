@@ -1,0 +1,51 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+)
+
+// OperatorService is the service of the operator's socket: acts that only
+// the host's operator may start, never a CO caller (decision 15). Its
+// socket is a file of the host's root alone, which no orchestrator's
+// socket directory holds and the Nomad bridge never serves.
+const OperatorService = "zfscsi.operator.v1.Operator"
+
+// The operator's methods. A move's rounds take a CreateVolumeRequest whose
+// content source is the other node's volume.
+const (
+	OperatorMoveRound = "MoveRound"
+	OperatorMoveFinal = "MoveFinal"
+)
+
+// OperatorServiceDesc describes the operator's service over the controller.
+var OperatorServiceDesc = grpc.ServiceDesc{
+	ServiceName: OperatorService,
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{
+		{MethodName: OperatorMoveRound, Handler: moveHandler(false)},
+		{MethodName: OperatorMoveFinal, Handler: moveHandler(true)},
+	},
+}
+
+func moveHandler(final bool) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	method := OperatorMoveRound
+	if final {
+		method = OperatorMoveFinal
+	}
+	return func(srv any, ctx context.Context, decode func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(csi.CreateVolumeRequest)
+		if err := decode(in); err != nil {
+			return nil, err
+		}
+		call := func(ctx context.Context, req any) (any, error) {
+			return srv.(*Server).MoveVolume(ctx, req.(*csi.CreateVolumeRequest), final)
+		}
+		if interceptor == nil {
+			return call(ctx, in)
+		}
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + OperatorService + "/" + method}, call)
+	}
+}
