@@ -24,8 +24,8 @@ func createRequests() map[string]*csi.CreateVolumeRequest {
 			AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-b", "node-s"), Preferred: topology("node-s", "node-b")}},
 		"requisite [b], source on s": {VolumeContentSource: snapshotSource("node-s:tank/csi/v@s"),
 			AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-b")}},
-		"preferred [c] only": {AccessibilityRequirements: &csi.TopologyRequirement{Preferred: topology("node-c")}},
-		"requisite [c a b]":  {AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-c", "node-a", "node-b")}},
+		"preferred [c] only":       {AccessibilityRequirements: &csi.TopologyRequirement{Preferred: topology("node-c")}},
+		"requisite [c a b]":        {AccessibilityRequirements: &csi.TopologyRequirement{Requisite: topology("node-c", "node-a", "node-b")}},
 		"no topology, source on s": {VolumeContentSource: snapshotSource("node-s:tank/csi/v@s")},
 	}
 }
