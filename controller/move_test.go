@@ -1,0 +1,248 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
+)
+
+// sourceIsLive says whether node-b's source volume is there and not marked
+// deleted.
+func sourceIsLive(h *harness, peer *peerNode) bool {
+	return peer.fake.Exists("tank/csi/src") && peer.fake.Property("tank/csi/src", h.props.Deleted) == ""
+}
+
+// requestsMade is how often node-a asked node-b for a stream.
+func requestsMade(peer *peerNode) int {
+	peer.mu.Lock()
+	defer peer.mu.Unlock()
+	return len(peer.requests)
+}
+
+func TestAStaleRoundSnapshotNeverStandsForTheFinalRound(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	allowMoves(h, peer)
+	ctx := context.Background()
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
+		t.Fatalf("round 1: %v, want ABORTED", err)
+	}
+	// What earlier tries could have left on the source: a CSI snapshot
+	// named as the second round once was, and a round whose answer was
+	// lost, marked for this very pull.
+	if _, err := peer.server.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "zfs-csi-pull-node-a-pvc-m-2", SourceVolumeId: "node-b:tank/csi/src"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.fake.Snapshot(ctx, "tank/csi/src@"+driver.InternalSnapshotPrefix+"pull-0000000000000000",
+		map[string]string{h.props.Internal: "true", h.props.PullFor: testNode + ":tank/csi/pvc-m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.fake.Write("tank/csi/src", 2<<20); err != nil { // the last writes before the workload stops
+		t.Fatal(err)
+	}
+	moved, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true)
+	if err != nil {
+		t.Fatalf("the final round: %v", err)
+	}
+	if row := h.dataset(strings.TrimPrefix(moved.GetVolume().GetVolumeId(), testNode+":")); row.Referenced != 5<<20 {
+		t.Errorf("the moved volume holds %d bytes, want all 5 MiB the source held when its workload stopped", row.Referenced)
+	}
+	if left := roundsLeft(peer); len(left) != 0 {
+		t.Errorf("rounds left on the source's node: %v", left)
+	}
+}
+
+func TestACOsSourceModeCannotMoveAVolume(t *testing.T) {
+	for _, mode := range []string{moveSync, moveFinal} {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarness(t)
+			peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+			h.server.UseTransfers(peer)
+			allowMoves(h, peer) // even where the operator allows moves
+			_, err := h.server.CreateVolume(context.Background(), volumeSourceRequest("pvc-t", mode))
+			if code(err) != codes.InvalidArgument {
+				t.Errorf("CreateVolume with %s=%s: %v, want INVALID_ARGUMENT", ParamSourceMode, mode, err)
+			}
+			if !sourceIsLive(h, peer) || requestsMade(peer) != 0 || len(h.incomingLeft()) != 0 {
+				t.Errorf("the source is live %v, streams asked %d, incoming %v: want the source intact and nothing pulled",
+					sourceIsLive(h, peer), requestsMade(peer), h.incomingLeft())
+			}
+		})
+	}
+}
+
+func TestAMoveNeedsMovesAllowedWhereItArrivesAndWhereItLeaves(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	ctx := context.Background()
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true); code(err) != codes.FailedPrecondition {
+		t.Errorf("a move to a node that does not allow them: %v, want FAILED_PRECONDITION", err)
+	}
+	if requestsMade(peer) != 0 {
+		t.Error("a refused move pulled")
+	}
+	h.server.cfg.AllowMoves = true
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true); code(err) != codes.FailedPrecondition {
+		t.Errorf("a move from a node that does not allow them: %v, want FAILED_PRECONDITION", err)
+	}
+	if !sourceIsLive(h, peer) {
+		t.Fatal("the source's node deleted the volume its operator did not allow to move")
+	}
+	if ids := h.listVolumeIDs(); len(ids) != 0 {
+		t.Errorf("volumes made by a refused move: %v", ids)
+	}
+	peer.server.cfg.AllowMoves = true
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true); err != nil {
+		t.Errorf("the final round once both operators allow it: %v", err)
+	}
+	if sourceIsLive(h, peer) {
+		t.Error("the source is live after the move")
+	}
+}
+
+func TestTheFinalRoundWaitsForTheWorkloadToStop(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	allowMoves(h, peer)
+	mounted := true
+	peer.server.UseMountCheck(func(dataset string) (bool, error) { return mounted && dataset == "tank/csi/src", nil })
+	ctx := context.Background()
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
+		t.Errorf("a round while the workload runs: %v, want ABORTED with the round", err)
+	}
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true); code(err) != codes.FailedPrecondition {
+		t.Errorf("the final round while the source is mounted: %v, want FAILED_PRECONDITION", err)
+	}
+	if !sourceIsLive(h, peer) {
+		t.Fatal("the source went while mounted")
+	}
+	mounted = false
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true); err != nil {
+		t.Errorf("the final round once the workload stopped: %v", err)
+	}
+}
+
+func TestAWriteAfterTheFinalRoundKeepsTheSource(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	peer.server.cfg.AllowMoves = true
+	ctx := driver.WithPeerCaller(context.Background(), testNode)
+	puller := map[string]string{fieldSource: "node-b:tank/csi/src", fieldPuller: "tank/csi/pvc-m"}
+	taken, err := peer.server.takeRound(ctx, pullsFields{fieldSource: puller[fieldSource], fieldPuller: puller[fieldPuller], fieldFinal: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.fake.Write("tank/csi/src", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	end := pullsFields{fieldSource: puller[fieldSource], fieldPuller: puller[fieldPuller], fieldMove: "true", fieldGUID: taken[fieldGUID]}
+	if _, err := peer.server.endPull(ctx, end); code(err) != codes.FailedPrecondition {
+		t.Errorf("EndPull after a write: %v, want FAILED_PRECONDITION", err)
+	}
+	end[fieldGUID] = "12345"
+	if _, err := peer.server.endPull(ctx, end); code(err) != codes.FailedPrecondition {
+		t.Errorf("EndPull naming another GUID: %v, want FAILED_PRECONDITION", err)
+	}
+	if !sourceIsLive(h, peer) {
+		t.Error("the source went with writes the puller does not hold")
+	}
+}
+
+func TestARoundNeedsACallingNode(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	_, err := peer.server.takeRound(context.Background(), pullsFields{fieldSource: "node-b:tank/csi/src", fieldPuller: "tank/csi/x"})
+	if code(err) != codes.InvalidArgument {
+		t.Errorf("TakeRound outside a peer call: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+func TestARestoreAcrossNodesIsSizedAsALocalOne(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	small := remoteRequest("pvc-small", mountCapability(""))
+	small.CapacityRange = &csi.CapacityRange{RequiredBytes: 1 << 20, LimitBytes: 2 << 20}
+	for try := 1; try <= 2; try++ {
+		if _, err := h.server.CreateVolume(context.Background(), small); code(err) != codes.OutOfRange {
+			t.Errorf("try %d: a limit below the snapshot's 3 MiB: %v, want OUT_OF_RANGE", try, err)
+		}
+	}
+	if requestsMade(peer) != 0 || len(h.incomingLeft()) != 0 {
+		t.Errorf("a refused restore pulled (%d streams) or left %v", requestsMade(peer), h.incomingLeft())
+	}
+	fits := remoteRequest("pvc-fits", mountCapability(""))
+	fits.CapacityRange = &csi.CapacityRange{RequiredBytes: 1 << 20}
+	if volume := h.create(fits); volume.GetCapacityBytes() < 3<<20 {
+		t.Errorf("restored at %d bytes, smaller than the snapshot's 3 MiB", volume.GetCapacityBytes())
+	}
+}
+
+func TestAFormattedZvolsSnapshotIsNotRestoredAcrossNodesWithAnotherFilesystem(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{VolSize: 8 << 20, Properties: map[string]string{"volblocksize": "16384", h.props.FSType: "xfs"}})
+	h.server.UseTransfers(peer)
+	_, err := h.server.CreateVolume(context.Background(), remoteRequest("pvc-x", mountCapability("ext4")))
+	if code(err) != codes.InvalidArgument {
+		t.Errorf("an xfs zvol's snapshot restored as ext4: %v, want INVALID_ARGUMENT", err)
+	}
+	if requestsMade(peer) != 0 {
+		t.Error("the refused restore was pulled")
+	}
+}
+
+// unreachable fails every connection as a peer.Client does for a node it
+// has no address for.
+type unreachable struct{ *peerNode }
+
+func (unreachable) Conn(context.Context, string) (grpc.ClientConnInterface, error) {
+	return nil, errors.New(`no address for node "node-b": not in --peer and no --peer-address-template`)
+}
+
+func TestASourceOnANodeWithNoAddressIsUnavailableNotInternal(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(unreachable{peer})
+	_, err := h.server.CreateVolume(context.Background(), remoteRequest("pvc-u", mountCapability("")))
+	if code(err) != codes.Unavailable || !strings.Contains(err.Error(), otherNodeMarker) {
+		t.Errorf("CreateVolume: %v, want UNAVAILABLE with the other-node marker (retried, never final)", err)
+	}
+}
+
+func TestAnAbandonedCloneAcrossNodesLeavesNoRoundOnTheSource(t *testing.T) {
+	h := newHarness(t)
+	h.server.pullIdle = 200 * time.Millisecond
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	peer.breakAfter, peer.stall = 1<<19, true
+	h.server.UseTransfers(peer)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.server.CreateVolume(ctx, volumeSourceRequest("pvc-c", "clone")); code(err) != codes.Aborted {
+		t.Fatalf("CreateVolume while the stream stalls: %v, want ABORTED", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.server.copies.running("pvc-c") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the pull nobody asks for goes on")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := roundsLeft(peer); len(left) != 0 {
+		t.Errorf("an abandoned pull left its round on the source's node: %v", left)
+	}
+	if left := h.incomingLeft(); len(left) != 0 {
+		t.Errorf("left in the hidden container: %v", left)
+	}
+}
