@@ -167,6 +167,17 @@ func (s *Server) groupSources(volumeIDs []string) ([]string, error) {
 	if len(volumeIDs) == 0 {
 		return nil, invalid("source_volume_ids is required")
 	}
+	nodes := map[string]bool{}
+	for _, volumeID := range volumeIDs {
+		if nodeID, _, err := driver.ParseVolumeID(volumeID); err == nil {
+			nodes[nodeID] = true
+		}
+	}
+	if len(nodes) > 1 {
+		// The volumes exist, on different nodes: ZFS snapshots together
+		// only what one pool holds.
+		return nil, status.Errorf(codes.FailedPrecondition, "source_volume_ids name volumes of %d nodes: a group snapshot is of one node's volumes", len(nodes))
+	}
 	var datasets []string
 	for _, volumeID := range volumeIDs {
 		dataset, err := s.volumeDataset(volumeID)

@@ -124,7 +124,8 @@ func TestGroupSnapshotRefusals(t *testing.T) {
 		{"a volume twice", []string{live, live}, codes.InvalidArgument},
 		{"a volume marked deleted", []string{live, held}, codes.NotFound},
 		{"an operator's dataset", []string{live, testNode + ":tank/csi/keep"}, codes.NotFound},
-		{"a volume of another node", []string{live, "node-b:tank/csi/v"}, codes.NotFound},
+		{"volumes of two nodes (the spec: FAILED_PRECONDITION)", []string{live, "node-b:tank/csi/v"}, codes.FailedPrecondition},
+		{"volumes of another node only, never forwarded here", []string{"node-b:tank/csi/v", "node-b:tank/csi/w"}, codes.NotFound},
 		{"a malformed ID", []string{live, "garbage"}, codes.NotFound},
 	} {
 		t.Run(test.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/zfs"
@@ -244,5 +245,33 @@ func TestAnAbandonedCloneAcrossNodesLeavesNoRoundOnTheSource(t *testing.T) {
 	}
 	if left := h.incomingLeft(); len(left) != 0 {
 		t.Errorf("left in the hidden container: %v", left)
+	}
+}
+
+func TestAPullWhoseSourceWentMidwayLeavesNothingReceived(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	peer.breakAfter = 1 << 19 // the first stream breaks off: a partial receive with a token
+	h.server.UseTransfers(peer)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
+		t.Fatalf("CreateVolume while the pull runs: %v, want ABORTED", err)
+	}
+	peer.mu.Lock()
+	peer.refusal = status.Error(codes.NotFound, "snapshot \"node-b:tank/csi/src@snap-1\" does not exist on node node-b")
+	peer.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.server.copies.running("pvc-r") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the pull goes on")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(peer.tokens()) < 2 {
+		t.Fatalf("the pull asked %d times; want a resume after the break", len(peer.tokens()))
+	}
+	if left := h.incomingLeft(); len(left) != 0 {
+		t.Errorf("a pull whose source went left %v", left)
 	}
 }

@@ -199,3 +199,28 @@ func TestStreamsBeyondTheLimitAreRefusedAsResourceExhausted(t *testing.T) {
 		t.Errorf("the first stream, released: %v", err)
 	}
 }
+
+func TestAResumeTokenCannotMakeAnEncryptedVolumeLeaveDecrypted(t *testing.T) {
+	nodes := newTwoNodes(t, 0)
+	key := []byte("correct horse battery")
+	volume(t, nodes.a, "tank/csi/secret", zfs.CreateOptions{Key: key, Properties: map[string]string{
+		"encryption": "on", "keyformat": "passphrase", "keylocation": "prompt"}})
+	// A token of a plain (decrypting) send of the very snapshot a peer may
+	// pull: what a peer would forge to have the rest sent decrypted.
+	var stream strings.Builder
+	mustDo(t, nodes.a.Send(t.Context(), "tank/csi/secret@snap-1", zfs.SendOptions{}, &stream))
+	cut := io.MultiReader(strings.NewReader(stream.String()[:stream.Len()/2]), errReader{})
+	_ = nodes.b.Receive(t.Context(), "tank/csi/forged", zfs.ReceiveOptions{}, cut)
+	token, err := nodes.b.ResumeToken(t.Context(), "tank/csi/forged")
+	mustDo(t, err)
+	if token == "" {
+		t.Fatal("no partial receive to resume")
+	}
+	err = nodes.pull(t, driver.TransferRequest{SnapshotID: "node-a:tank/csi/secret@snap-1", ResumeToken: token}, "tank/csi/forged")
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "raw") {
+		t.Errorf("a token asking for a decrypted send: %v, want PERMISSION_DENIED saying it leaves only raw", err)
+	}
+	if _, err := zfs.Get(t.Context(), nodes.b, "tank/csi/forged@snap-1", nil); err == nil {
+		t.Error("the decrypted stream arrived whole")
+	}
+}
