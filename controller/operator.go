@@ -5,35 +5,28 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+
+	"github.com/zfs-csi/zfs-csi/driver"
 )
 
-// OperatorService is the service of the operator's socket: acts that only
-// the host's operator may start, never a CO caller (decision 15). Its
-// socket is a file of the host's root alone, which no orchestrator's
-// socket directory holds and the Nomad bridge never serves.
-const OperatorService = "zfscsi.operator.v1.Operator"
-
-// The operator's methods. A move's rounds take a CreateVolumeRequest whose
-// content source is the other node's volume.
-const (
-	OperatorMoveRound = "MoveRound"
-	OperatorMoveFinal = "MoveFinal"
-)
-
-// OperatorServiceDesc describes the operator's service over the controller.
+// OperatorServiceDesc describes the operator's service (driver.OperatorService)
+// over the controller: acts that only the host's operator may start, never
+// a CO caller (decision 15). Its socket is a file of the host's root alone,
+// which no orchestrator's socket directory holds and the Nomad bridge never
+// serves.
 var OperatorServiceDesc = grpc.ServiceDesc{
-	ServiceName: OperatorService,
+	ServiceName: driver.OperatorService,
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{
-		{MethodName: OperatorMoveRound, Handler: moveHandler(false)},
-		{MethodName: OperatorMoveFinal, Handler: moveHandler(true)},
+		{MethodName: driver.OperatorMoveRound, Handler: moveHandler(false)},
+		{MethodName: driver.OperatorMoveFinal, Handler: moveHandler(true)},
 	},
 }
 
 func moveHandler(final bool) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
-	method := OperatorMoveRound
+	method := driver.OperatorMoveRound
 	if final {
-		method = OperatorMoveFinal
+		method = driver.OperatorMoveFinal
 	}
 	return func(srv any, ctx context.Context, decode func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 		in := new(csi.CreateVolumeRequest)
@@ -46,6 +39,6 @@ func moveHandler(final bool) func(any, context.Context, func(any) error, grpc.Un
 		if interceptor == nil {
 			return call(ctx, in)
 		}
-		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + OperatorService + "/" + method}, call)
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + driver.OperatorService + "/" + method}, call)
 	}
 }

@@ -74,6 +74,18 @@ func NewServer(log zerolog.Logger, services Services, extra ...grpc.UnaryServerI
 	return s
 }
 
+// NewOperatorServer serves one service that only the host's operator may
+// call (the controller's OperatorServiceDesc) behind the same logging,
+// panic recovery and error mapping as the CSI services, on a socket of its
+// own: no CO's socket serves it, so no CSI caller reaches it.
+func NewOperatorServer(log zerolog.Logger, desc *grpc.ServiceDesc, impl any, extra ...grpc.UnaryServerInterceptor) *Server {
+	s := &Server{log: log}
+	chain := append(append([]grpc.UnaryServerInterceptor{}, extra...), s.logCall, recoverPanic, mapErrors)
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+	s.grpc.RegisterService(desc, impl)
+	return s
+}
+
 // SocketPath turns a CSI endpoint ("unix:///run/x.sock", "unix:/run/x.sock" or
 // a plain path) into a filesystem path.
 func SocketPath(endpoint string) (string, error) {

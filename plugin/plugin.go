@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
 
 	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/driver"
@@ -50,6 +51,13 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 		Node:             nodeService,
 		SnapshotMetadata: snapmeta.New(cfg, z),
 	}}, nil
+}
+
+// OperatorServer is the server of the operator's socket: the acts only the
+// host's operator may start (a move's rounds), never served where a CO
+// calls. Extra interceptors (metrics) run outermost, as on the CSI sockets.
+func (p *Plugin) OperatorServer(log zerolog.Logger, extra ...grpc.UnaryServerInterceptor) *driver.Server {
+	return driver.NewOperatorServer(log, &controller.OperatorServiceDesc, p.Controller, extra...)
 }
 
 // ConnectPeers opens the channel between daemons when cfg configures it

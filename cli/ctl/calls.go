@@ -33,8 +33,8 @@ var commands = map[string]command{
 			flags.StringVar(&r.fromVolume, "from-volume", "", "volume ID to clone")
 		}},
 	"move-volume": {usage: "NAME VOLUME_ID [--final] [--size 1G] [--block | --fs-type ext4] [--param k=v]…",
-		summary: "CreateVolume here from another node's volume, sourceMode=move: one round while it is in use (ABORTED says what it brought); --final once it stopped makes the volume and deletes the source",
-		args:    2, call: moveVolume,
+		summary: "moves another node's volume here, on the operator's socket where --allow-moves is set on both nodes: one round while it is in use (ABORTED says what it brought); --final once it stopped makes the volume and deletes the source",
+		args:    2, call: moveVolume, operator: true,
 		flags: func(flags *flag.FlagSet, r *request) {
 			flags.BoolVar(&r.final, "final", false, "the last round: the workload has stopped; make the volume and delete the source")
 			flags.StringVar(&r.size, "size", "", "required bytes (default: the source's)")
@@ -240,29 +240,29 @@ func createRequest(r *request) (*csi.CreateVolumeRequest, error) {
 	return request, nil
 }
 
-// moveVolume asks this node's daemon for a round of a move: a CreateVolume
-// whose source is the other node's volume and whose requisite topology is
-// this node (NodeGetInfo), so that the call is answered here, by a pull.
+// moveVolume asks this node's daemon, on the operator's socket, for a round
+// of a move: a CreateVolumeRequest whose source is the other node's volume
+// and whose requisite topology is this node (NodeGetInfo).
 func moveVolume(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	info, err := c.node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
 	if err != nil {
 		return nil, err
 	}
-	mode := "move"
-	if r.final {
-		mode = "move-final"
-	}
-	if r.params == nil {
-		r.params = keyValues{}
-	}
-	r.params["sourceMode"] = mode
 	r.args, r.fromVolume = r.args[:1], r.args[1]
 	request, err := createRequest(r)
 	if err != nil {
 		return nil, err
 	}
 	request.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{info.GetAccessibleTopology()}}
-	return c.controller.CreateVolume(ctx, request)
+	method := driver.OperatorMoveRound
+	if r.final {
+		method = driver.OperatorMoveFinal
+	}
+	response := &csi.CreateVolumeResponse{}
+	if err := c.operator.Invoke(ctx, "/"+driver.OperatorService+"/"+method, request, response); err != nil {
+		return nil, err
+	}
+	return response, nil
 }
 
 func expandVolume(ctx context.Context, c *clients, r *request) (proto.Message, error) {

@@ -39,6 +39,9 @@ type command struct {
 	more    bool // args is the least; more may follow
 	flags   func(*flag.FlagSet, *request)
 	call    func(context.Context, *clients, *request) (proto.Message, error)
+	// operator: the call goes to the operator's socket, which only the
+	// host's root reaches, not to the CSI socket.
+	operator bool
 }
 
 // request holds what the flags and arguments of a command say.
@@ -72,15 +75,19 @@ type clients struct {
 	node       csi.NodeClient
 	group      csi.GroupControllerClient
 	metadata   csi.SnapshotMetadataClient
+	// operator is the operator's socket, dialled for the commands that
+	// need it only.
+	operator grpc.ClientConnInterface
 }
 
 // Run runs one ctl command: zfs-csi ctl [FLAGS] COMMAND [ARGS] [FLAGS].
 func Run(args []string, stdout, stderr io.Writer) error {
-	var endpoint, output string
+	var endpoint, operatorSocket, output string
 	var timeout time.Duration
 	flags := flag.NewFlagSet("zfs-csi ctl", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	envflag.Endpoint(flags, &endpoint)
+	envflag.OperatorSocket(flags, &operatorSocket)
 	flags.DurationVar(&timeout, "timeout", 2*time.Minute, "deadline of the call")
 	flags.StringVar(&output, "o", "json", "output: json (the response), or id (the volume or snapshot IDs it carries, one a line, for shell scripts)")
 	flags.Usage = func() { printUsage(flags) }
@@ -138,6 +145,17 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn),
 		group: csi.NewGroupControllerClient(conn), metadata: csi.NewSnapshotMetadataClient(conn)}
+	if command.operator {
+		if err := reachable(operatorSocket); err != nil {
+			return err
+		}
+		operator, err := Dial(operatorSocket)
+		if err != nil {
+			return err
+		}
+		defer operator.Close()
+		client.operator = operator
+	}
 	response, err := command.call(ctx, client, parsed)
 	if err != nil {
 		if s, ok := status.FromError(err); ok {

@@ -177,17 +177,26 @@ func TestCtlRefusesWhatItCannotSend(t *testing.T) {
 		{"publish without the staging path", []string{"publish", "n:tank/csi/v", "/mnt"}, "--staging-path is required"},
 		{"a call the driver refuses, with its code", []string{"delete-volume", ""}, "InvalidArgument"},
 		{"IDs of a response that has none", []string{"-o", "id", "info"}, "carries no volume or snapshot ID"},
-		{"a move of another node's volume without transfers", []string{"move-volume", "m", "node-z:tank/csi/v"}, "ResourceExhausted"},
-		{"a move of this node's own volume", []string{"move-volume", "m", plugintest.NodeID + ":tank/csi/v", "--final"}, "moves another node's volume here"},
+		{"a move where the operator has not allowed moves", []string{"move-volume", "m", "node-z:tank/csi/v"}, "FailedPrecondition"},
+		{"a move through the CSI socket's parameters", []string{"create-volume", "m", "--from-volume", "node-z:tank/csi/v", "--param", "sourceMode=move-final"}, "moves are not a CSI parameter"},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := Run(append([]string{"--endpoint", h.endpoint}, test.args...), &stdout, &stderr)
+			err := Run(append([]string{"--endpoint", h.endpoint, "--operator-socket", h.fixture.OperatorEndpoint}, test.args...), &stdout, &stderr)
 			if err == nil || !strings.Contains(err.Error(), test.want) {
 				t.Errorf("err = %v, want one containing %q", err, test.want)
 			}
 		})
+	}
+}
+
+func TestNoCSISocketServesTheOperatorsMoves(t *testing.T) {
+	h := newCtlHarness(t)
+	var stdout, stderr bytes.Buffer
+	err := Run([]string{"--endpoint", h.endpoint, "--operator-socket", h.endpoint, "move-volume", "m", "node-z:tank/csi/v", "--final"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "Unimplemented") {
+		t.Errorf("a move asked on the CSI socket: %v, want Unimplemented (the CSI socket serves no move)", err)
 	}
 }
 

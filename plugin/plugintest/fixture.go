@@ -36,7 +36,10 @@ type Fixture struct {
 	Config     driver.Config
 	Props      driver.UserProps
 	Host       inventory.Host
-	mountLines []string
+	// OperatorEndpoint is the operator's socket Serve serves beside the
+	// CSI one.
+	OperatorEndpoint string
+	mountLines       []string
 }
 
 // New makes a fixture with an empty mount table and /dev.
@@ -68,13 +71,17 @@ func (f *Fixture) Serve(mounter node.Mounter) string {
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	server := driver.NewServer(zerolog.Nop(), served.Services)
-	endpoint := "unix://" + filepath.Join(f.T.TempDir(), "csi.sock")
-	if err := server.Listen(endpoint); err != nil {
-		f.T.Fatal(err)
+	dir := f.T.TempDir()
+	endpoint := "unix://" + filepath.Join(dir, "csi.sock")
+	f.OperatorEndpoint = "unix://" + filepath.Join(dir, "operator.sock")
+	for socket, server := range map[string]*driver.Server{endpoint: driver.NewServer(zerolog.Nop(), served.Services),
+		f.OperatorEndpoint: served.OperatorServer(zerolog.Nop())} {
+		if err := server.Listen(socket); err != nil {
+			f.T.Fatal(err)
+		}
+		go server.Serve()
+		f.T.Cleanup(func() { server.Stop(context.Background()) })
 	}
-	go server.Serve()
-	f.T.Cleanup(func() { server.Stop(context.Background()) })
 	return endpoint
 }
 
