@@ -1,7 +1,9 @@
 package driver
 
+import "path/filepath"
+
 // The operator's service (decision 15): acts only the host's operator may
-// start, on a socket of their own (DefaultOperatorSocket) that no CO's
+// start, on a socket of their own (OperatorEndpoint) that no CO's
 // socket serves. The controller implements it; `zfs-csi ctl` calls it.
 const (
 	OperatorService = "zfscsi.operator.v1.Operator"
@@ -11,7 +13,19 @@ const (
 	// the final round once it stopped.
 	OperatorMoveRound = "MoveRound"
 	OperatorMoveFinal = "MoveFinal"
-	// DefaultOperatorSocket is where the daemon serves it: beside the CSI
-	// socket, root's alone, in no directory an orchestrator mounts.
-	DefaultOperatorSocket = "unix:///run/zfs-csi/operator.sock"
 )
+
+// OperatorEndpoint is where the operator's socket is: operator when given,
+// else operator.sock beside the CSI socket of endpoint (so that two
+// daemons on one host, each with its own CSI socket, each have their own).
+// The daemon refuses one where an orchestrator reaches (its checks).
+func OperatorEndpoint(endpoint, operator string) (string, error) {
+	if operator != "" {
+		return operator, nil
+	}
+	path, err := SocketPath(endpoint)
+	if err != nil {
+		return "", err
+	}
+	return "unix://" + filepath.Join(filepath.Dir(path), "operator.sock"), nil
+}

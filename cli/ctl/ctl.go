@@ -146,6 +146,9 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn),
 		group: csi.NewGroupControllerClient(conn), metadata: csi.NewSnapshotMetadataClient(conn)}
 	if command.operator {
+		if operatorSocket, err = driver.OperatorEndpoint(endpoint, operatorSocket); err != nil {
+			return err
+		}
 		if err := reachable(operatorSocket); err != nil {
 			return err
 		}

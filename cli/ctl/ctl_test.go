@@ -183,7 +183,7 @@ func TestCtlRefusesWhatItCannotSend(t *testing.T) {
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := Run(append([]string{"--endpoint", h.endpoint, "--operator-socket", h.fixture.OperatorEndpoint}, test.args...), &stdout, &stderr)
+			err := Run(append([]string{"--endpoint", h.endpoint}, test.args...), &stdout, &stderr) // the operator's socket beside it
 			if err == nil || !strings.Contains(err.Error(), test.want) {
 				t.Errorf("err = %v, want one containing %q", err, test.want)
 			}

@@ -1,15 +1,11 @@
 package envflag
 
-import (
-	"flag"
-
-	"github.com/zfs-csi/zfs-csi/driver"
-)
+import "flag"
 
 // OperatorSocket declares the flag naming the operator's socket, where the
 // daemon serves the acts only the host's operator may start (a move), and
 // where `zfs-csi ctl` asks for them.
 func OperatorSocket(flags *flag.FlagSet, socket *string) {
-	flags.StringVar(socket, "operator-socket", driver.DefaultOperatorSocket,
-		"the operator's unix socket: moves, served apart from every socket a CO reaches [ZFS_CSI_OPERATOR_SOCKET]")
+	flags.StringVar(socket, "operator-socket", "",
+		"the operator's unix socket: moves, served apart from every socket a CO reaches; empty: operator.sock beside the CSI socket [ZFS_CSI_OPERATOR_SOCKET]")
 }

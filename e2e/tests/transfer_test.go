@@ -43,7 +43,7 @@ const (
 
 func peerArgs(node, listen, other, otherAddress string, files peertest.Files) []string {
 	return []string{"--node-id", node, "--peer-listen", listen, "--peer-cert", files.Cert, "--peer-key", files.Key,
-		"--peer-ca", files.CA, "--peer", other + "=" + otherAddress}
+		"--peer-ca", files.CA, "--peer", other + "=" + otherAddress, "--allow-moves"}
 }
 
 func startPeerPair(t *testing.T) *peerPair {
@@ -303,6 +303,10 @@ func TestAVolumeInUseMovesInRoundsAsTheDocsShow(t *testing.T) {
 			t.Fatalf("the volume is visible on node-b after round %d", round+1)
 		}
 	}
+	// What an earlier try could have left on the source: a CSI snapshot
+	// named as the final round once was. The final round must not take it
+	// for its own, or the last writes below would be lost.
+	p.a.createSnapshot("zfs-csi-pull-node-b-workload-moved-3", old.GetVolumeId())
 	mustRun(t, "sh", "-c", `head -c 4M /dev/urandom > "$1/last" && sync`, "sh", dir)
 	want := mustRun(t, "sh", "-c", `cd "$1" && sha256sum file-0 file-1 last`, "sh", dir)
 	mustRun(t, "umount", dir) // the workload stops
@@ -326,9 +330,52 @@ func TestAVolumeInUseMovesInRoundsAsTheDocsShow(t *testing.T) {
 		if exists(t, source) && zfsGet(t, "zfs.csi.dev:deleted", source) == "-" {
 			return "the source volume is still live on node-a"
 		}
-		if left := strings.TrimSpace(run(t, "zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", p.parentA, p.parentB)); left != "" {
+		// The planted CSI snapshot stays (a CO's; it keeps the source,
+		// marked deleted); no round does.
+		left := strings.TrimSpace(run(t, "zfs", "list", "-H", "-o", "name", "-t", "snapshot", "-r", p.parentA, p.parentB))
+		if left != source+"@zfs-csi-pull-node-b-workload-moved-3" {
 			return "snapshots left: " + left
 		}
 		return ""
 	})
+}
+
+// A CO caller cannot move a volume: sourceMode=move-final is refused, and
+// the source is left as it was, even where the operator allows moves.
+func TestATenantsSourceModeMoveFinalIsRefusedAndTheSourceIntact(t *testing.T) {
+	p := startPeerPair(t)
+	victim := p.a.createVolume(volumeRequest("victim", 64<<20, mountCap(""), nil))
+	req := volumeRequest("stolen", 64<<20, mountCap(""), map[string]string{"sourceMode": "move-final"})
+	req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: victim.GetVolumeId()}}}
+	req.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: map[string]string{"zfs.csi.dev/node": "node-b"}}}}
+	_, err := p.b.controller.CreateVolume(ctx(t), req)
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a tenant's move: %v, want INVALID_ARGUMENT", err)
+	}
+	source := datasetOf(t, victim.GetVolumeId())
+	if !exists(t, source) || zfsGet(t, "zfs.csi.dev:deleted", source) != "-" {
+		t.Errorf("the victim volume %s went or was marked deleted", source)
+	}
+	if left := incomingLeft(t, p.parentB); left != "" {
+		t.Errorf("node-b received something: %s", left)
+	}
+}
+
+// A restore pulled across nodes is held to limit_bytes as a local one is:
+// OUT_OF_RANGE before a byte moves, the same on a retry, nothing received.
+func TestARestoreAcrossNodesBeyondItsLimitIsOutOfRangeTwice(t *testing.T) {
+	p := startPeerPair(t)
+	volume := p.a.createVolume(volumeRequest("big", 64<<20, mountCap(""), nil))
+	snapshot := p.a.createSnapshot("big-snap", volume.GetVolumeId())
+	req := fromSnapshot("node-b", "too-small", 32<<20, mountCap(""), snapshot.GetSnapshotId())
+	req.CapacityRange.LimitBytes = 48 << 20
+	for try := 1; try <= 2; try++ {
+		if _, err := p.b.controller.CreateVolume(ctx(t), req); status.Code(err) != codes.OutOfRange {
+			t.Errorf("try %d: %v, want OUT_OF_RANGE (the snapshot holds a 64 MiB volume)", try, err)
+		}
+	}
+	if left := incomingLeft(t, p.parentB); left != "" {
+		t.Errorf("node-b received something: %s", left)
+	}
 }
