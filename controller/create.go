@@ -257,6 +257,22 @@ func (s *Server) createPulled(ctx context.Context, plan volumePlan, locks *heldL
 	if err != nil || existing != nil {
 		return s.existingVolume(plan, existing, err)
 	}
+	if free != 0 {
+		// A pull whose last round is in may have seen its source go (a
+		// move's): finish it from what arrived, without the source.
+		dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, free)
+		_, pulledGUID, err := s.receivedRounds(ctx, incomingDataset(dataset))
+		if err != nil {
+			return nil, err
+		}
+		if pulledGUID != "" {
+			size, err := plannedSize(plan, nil)
+			if err != nil {
+				return nil, err
+			}
+			return s.pullVolume(ctx, plan, size, locks, free)
+		}
+	}
 	src, err := s.resolveSource(ctx, plan)
 	if err != nil {
 		return nil, err

@@ -275,3 +275,30 @@ func TestAPullWhoseSourceWentMidwayLeavesNothingReceived(t *testing.T) {
 		t.Errorf("a pull whose source went left %v", left)
 	}
 }
+
+func TestAMoveCutAfterItsSourceWentIsFinishedByTheRetry(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	allowMoves(h, peer)
+	ctx := context.Background()
+	// The final round arrives, the source's node deletes the source, and
+	// the daemon dies before the rename that makes the volume.
+	h.fake.FailNext("Rename", errors.New("killed"))
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true); err == nil {
+		t.Fatal("the final round went through its injected failure")
+	}
+	if sourceIsLive(h, peer) {
+		t.Fatal("the source is live: the failure came too early to test anything")
+	}
+	moved, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true)
+	if err != nil {
+		t.Fatalf("the retry once the source is gone: %v", err)
+	}
+	if row := h.dataset(strings.TrimPrefix(moved.GetVolume().GetVolumeId(), testNode+":")); row.Referenced != 3<<20 {
+		t.Errorf("the moved volume holds %d bytes, want the source's 3 MiB", row.Referenced)
+	}
+	if left := h.incomingLeft(); len(left) != 0 {
+		t.Errorf("left in the hidden container: %v", left)
+	}
+}
