@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -302,3 +303,50 @@ func TestAMoveCutAfterItsSourceWentIsFinishedByTheRetry(t *testing.T) {
 		t.Errorf("left in the hidden container: %v", left)
 	}
 }
+
+func TestAFinalRoundAfterAnEarlierTrysCutRoundStartsItsOwnAnew(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	allowMoves(h, peer)
+	ctx := context.Background()
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
+		t.Fatalf("round 1: %v", err)
+	}
+	rounds, _, err := h.server.receivedRounds(ctx, "tank/csi/"+IncomingContainer+"/pvc-m")
+	if err != nil || len(rounds) != 1 {
+		t.Fatalf("rounds received: %v (%v)", rounds, err)
+	}
+	// An earlier try of the next round, cut when its daemon was killed: a
+	// round of its own on the source, half received here.
+	if err := peer.fake.Write("tank/csi/src", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	earlier := "tank/csi/src@" + driver.InternalSnapshotPrefix + "pull-00000000000000aa"
+	if err := peer.fake.Snapshot(ctx, earlier, map[string]string{h.props.Internal: "true", h.props.PullFor: testNode + ":tank/csi/pvc-m"}); err != nil {
+		t.Fatal(err)
+	}
+	var stream strings.Builder
+	if err := peer.fake.Send(ctx, earlier, zfs.SendOptions{From: "tank/csi/src@" + rounds[0]}, &stream); err != nil {
+		t.Fatal(err)
+	}
+	half := io.MultiReader(strings.NewReader(stream.String()[:stream.Len()/2]), errorReader{})
+	_ = h.fake.Receive(ctx, "tank/csi/"+IncomingContainer+"/pvc-m", zfs.ReceiveOptions{}, half)
+	if token, _ := h.fake.ResumeToken(ctx, "tank/csi/"+IncomingContainer+"/pvc-m"); token == "" {
+		t.Fatal("no partial receive to start from")
+	}
+	if err := peer.fake.Write("tank/csi/src", 1<<20); err != nil { // the last writes
+		t.Fatal(err)
+	}
+	moved, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), true)
+	if err != nil {
+		t.Fatalf("the final round after the earlier try: %v", err)
+	}
+	if row := h.dataset(strings.TrimPrefix(moved.GetVolume().GetVolumeId(), testNode+":")); row.Referenced != 5<<20 {
+		t.Errorf("the moved volume holds %d bytes, want all 5 MiB", row.Referenced)
+	}
+}
+
+type errorReader struct{}
+
+func (errorReader) Read([]byte) (int, error) { return 0, errors.New("killed") }

@@ -193,6 +193,9 @@ func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req driver.Tr
 			// complete what arrived. Leave nothing behind.
 			s.dropIncoming(ctx, incoming, token != "")
 		}
+		if status.Code(err) == codes.PermissionDenied && token != "" {
+			return s.receiveAfresh(ctx, plan, req, incoming, properties, received)
+		}
 		return false, err
 	}
 	defer stream.Close()
@@ -209,7 +212,23 @@ func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req driver.Tr
 	bytes := received.Load() - before
 	s.log.Info().Err(err).Str("dataset", incoming).Uint64("bytes", bytes).Dur("duration", took).
 		Float64("mib_per_second", float64(bytes)/(1<<20)/took.Seconds()).Msg("pull stream ended")
+	if errors.Is(err, zfs.ErrRefusedStream) && token != "" {
+		s.dropIncoming(ctx, incoming, true)
+		return s.receiveAfresh(ctx, plan, req, incoming, properties, received)
+	}
 	return false, err
+}
+
+// receiveAfresh starts the stream of req anew after the partial receive a
+// token named was dropped: that token was of an earlier try's round (a
+// daemon killed mid-round), which this try does not take again.
+func (s *Server) receiveAfresh(ctx context.Context, plan volumePlan, req driver.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) (bool, error) {
+	s.log.Info().Str("dataset", incoming).Str("source", req.SnapshotID).Msg("the partial receive was of another round; starting this one anew")
+	req.ResumeToken = ""
+	if token, err := s.zfs.ResumeToken(ctx, incoming); err == nil && token != "" {
+		return false, status.Errorf(codes.Internal, "the partial receive of %s could not be dropped", incoming)
+	}
+	return s.receiveOnce(ctx, plan, req, incoming, properties, received)
 }
 
 // expectedStream is the receiving side's check of what a peer sends before
