@@ -115,7 +115,7 @@ func planEncryption(plan *volumePlan, secrets map[string]string) error {
 // encrypted source (zfs send without -w decrypts).
 func checkSourceEncryption(plan volumePlan, src *source) error {
 	switch {
-	case plan.params.copySource && src.encrypted:
+	case plan.params.copySource && src.encrypted && !plan.remote: // a pull is a raw send
 		return invalid("%s=copy of an encrypted source would be sent decrypted: use %s=clone (a clone shares its source's key)",
 			ParamSourceMode, ParamSourceMode)
 	case plan.params.encryption != "" && !src.encrypted:

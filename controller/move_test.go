@@ -350,3 +350,17 @@ func TestAFinalRoundAfterAnEarlierTrysCutRoundStartsItsOwnAnew(t *testing.T) {
 type errorReader struct{}
 
 func (errorReader) Read([]byte) (int, error) { return 0, errors.New("killed") }
+
+func TestACopyOfAnEncryptedSnapshotOnAnotherNodeArrivesRawAndEncrypted(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{Key: []byte("correct horse battery"),
+		Properties: map[string]string{"encryption": "on", "keyformat": "passphrase", "keylocation": "prompt"}})
+	h.server.UseTransfers(peer)
+	req := remoteRequest("pvc-e", mountCapability(""))
+	req.Parameters = map[string]string{ParamSourceMode: "copy"}
+	volume := h.create(req)
+	row, err := zfs.GetWithKeyStatus(context.Background(), h.fake, strings.TrimPrefix(volume.GetVolumeId(), testNode+":"), nil)
+	if err != nil || row.KeyStatus == "" {
+		t.Errorf("the copy pulled from another node: keystatus %q (%v), want encrypted (a pull is a raw send)", row.KeyStatus, err)
+	}
+}

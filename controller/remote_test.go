@@ -149,7 +149,9 @@ func (p *peerNode) Open(ctx context.Context, req driver.TransferRequest) (io.Rea
 			out = &breakingWriter{w: writer, left: cut, stall: stall, ctx: ctx}
 		}
 		_, from, _ := strings.Cut(req.FromSnapshotID, ":")
-		writer.CloseWithError(p.fake.Send(ctx, snapshot, zfs.SendOptions{From: from, ResumeToken: req.ResumeToken}, out))
+		// As the peer's Transfer sends: an encrypted volume raw only.
+		row, _ := zfs.GetWithKeyStatus(ctx, p.fake, snapshot[:strings.IndexByte(snapshot, '@')], nil)
+		writer.CloseWithError(p.fake.Send(ctx, snapshot, zfs.SendOptions{From: from, ResumeToken: req.ResumeToken, Raw: row.KeyStatus != ""}, out))
 	}()
 	return readCloser{Reader: reader, close: func() { cancel(); reader.Close() }}, nil
 }

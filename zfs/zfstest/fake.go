@@ -3,13 +3,15 @@ package zfstest
 import (
 	"context"
 	"fmt"
-	"github.com/zfs-csi/zfs-csi/zfs"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // Fake is a stateful in-memory ZFS for tests: a tree of filesystems, volumes
@@ -329,7 +331,17 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 	if !ok {
 		return f.fail("set", name, zfs.ErrNotFound)
 	}
-	if err := checkProps(d.typ, properties, false); err != nil {
+	settable := properties
+	if location, ok := properties["keylocation"]; ok {
+		// ZFS sets keylocation on an encryption root only (a raw receive
+		// makes one), to prompt or a file URI.
+		if d.encryptionRoot != d.name || (location != "prompt" && !strings.HasPrefix(location, "file:///")) {
+			return f.fail("set", name, zfs.ErrInvalid)
+		}
+		settable = maps.Clone(properties)
+		delete(settable, "keylocation")
+	}
+	if err := checkProps(d.typ, settable, false); err != nil {
 		return f.fail("set", name, err)
 	}
 	updated := *d
