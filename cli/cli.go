@@ -26,23 +26,27 @@ type command struct {
 	name    string
 	summary string
 	run     func(args []string, stdout, stderr io.Writer) error
+	// unit is true for a command that runs as a unit whose environment is
+	// the daemon's configuration file: like the daemon, it refuses a
+	// ZFS_CSI_ variable that no command reads (checkVariables).
+	unit bool
 }
 
 // commands is the table of subcommands. A function, not a variable, so that
 // help can list the table it is part of.
 func commands() []command {
 	return []command{
-		{"ctl", "call the daemon's CSI services (create-volume, stage, publish, list-snapshots, …) and print the response as JSON", ctl.Run},
-		{"doctor", "look for what the driver cannot repair by itself and say what to do; exits 1 when it finds something", report.Doctor},
+		{"ctl", "call the daemon's CSI services (create-volume, stage, publish, list-snapshots, …) and print the response as JSON", ctl.Run, false},
+		{"doctor", "look for what the driver cannot repair by itself and say what to do; exits 1 when it finds something", report.Doctor, false},
 		{"help", "list the subcommands (zfs-csi --help also lists the daemon's flags)", func(_ []string, stdout, _ io.Writer) error {
 			writeHelp(stdout)
 			return nil
-		}},
-		{"nomad-bridge", "on a Nomad client, serve the daemon's socket in the plugin job's allocations and nowhere else (zfs-csi-nomad.service)", nomadbridge.Run},
-		{"snapshots", "list the snapshots the driver made on this host (read from ZFS)", report.Snapshots},
-		{"status", "pools, parent datasets, capacity, reaper backlog, and whether the daemon and its kubelet registration answer", report.Status},
-		{"version", "print the version", nil},
-		{"volumes", "list the driver's volumes on this host, with where they are staged and published (read from ZFS and the mount table)", report.Volumes},
+		}, false},
+		{"nomad-bridge", "on a Nomad client, serve the daemon's socket in the plugin job's allocations and nowhere else (zfs-csi-nomad.service)", nomadbridge.Run, true},
+		{"snapshots", "list the snapshots the driver made on this host (read from ZFS)", report.Snapshots, false},
+		{"status", "pools, parent datasets, capacity, reaper backlog, and whether the daemon and its kubelet registration answer", report.Status, false},
+		{"version", "print the version", nil, false},
+		{"volumes", "list the driver's volumes on this host, with where they are staged and published (read from ZFS and the mount table)", report.Volumes, false},
 	}
 }
 
@@ -76,14 +80,49 @@ func Main(version string, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "zfs-csi: unknown command %q%s; zfs-csi help lists the commands\n", args[0], suggestion(args[0]))
 			return exitUsage
 		}
+		if command.unit {
+			if err := checkVariables(); err != nil {
+				return exitStatus(command.name, err, stderr)
+			}
+		}
 		return exitStatus(command.name, command.run(args[1:], stdout, stderr), stderr)
 	}
-	if err := daemon.Run(version, args, stderr); err != nil {
+	err := checkVariables()
+	if err == nil {
+		err = daemon.Run(version, args, stderr)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "zfs-csi:", err)
+		pointToHelp(stderr, "zfs-csi", err)
 		return daemon.ExitCode(err)
 	}
 	return 0
 }
+
+// pointToHelp follows the message of a command line that is wrong with one
+// line that says where the flags are listed, rather than listing them all.
+func pointToHelp(stderr io.Writer, command string, err error) {
+	if errors.As(err, new(envflag.UsageError)) {
+		fmt.Fprintf(stderr, "%s -h lists the flags\n", command)
+	}
+}
+
+// checkVariables refuses a ZFS_CSI_ variable of the environment that no
+// command reads: the daemon and the bridge run with the configuration file
+// as their environment, where a misspelt name would otherwise be ignored.
+func checkVariables() error {
+	bridge, _ := nomadbridge.Flags()
+	known := slices.Concat(envflag.FlagVariables(daemon.Flags()), envflag.FlagVariables(bridge), operatorVariables)
+	return envflag.Environment().Unknown("ZFS_CSI_", known, harnessVariables)
+}
+
+// operatorVariables are the variables the operator commands read from the
+// configuration file besides the daemon's (TestEveryVariableIsKnown).
+var operatorVariables = []string{"ZFS_CSI_CONFIG", "ZFS_CSI_CO_DIRS", "ZFS_CSI_OPERATOR_SOCKET"}
+
+// harnessVariables are the prefixes of the test harness's variables, which
+// the daemons it starts inherit.
+var harnessVariables = []string{"ZFS_CSI_E2E_", "ZFS_CSI_TEST_", "ZFS_CSI_BINARY"}
 
 func findCommand(name string) (command, bool) {
 	for _, command := range commands() {
@@ -103,6 +142,7 @@ func exitStatus(name string, err error, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "zfs-csi %s: %v\n", name, err)
+	pointToHelp(stderr, "zfs-csi "+name, err)
 	var status interface{ ExitStatus() int }
 	switch {
 	case errors.As(err, new(envflag.ConfigError)):
@@ -117,7 +157,7 @@ func exitStatus(name string, err error, stderr io.Writer) int {
 func suggestion(typed string) string {
 	best, bestDistance := "", 3
 	for _, name := range append([]string{"serve"}, commandNames()...) {
-		if distance := editDistance(typed, name); distance < bestDistance || strings.HasPrefix(name, typed) && len(typed) > 1 {
+		if distance := envflag.EditDistance(typed, name); distance < bestDistance || strings.HasPrefix(name, typed) && len(typed) > 1 {
 			best, bestDistance = name, min(distance, bestDistance)
 		}
 	}
@@ -133,27 +173,6 @@ func commandNames() []string {
 		names = append(names, command.name)
 	}
 	return names
-}
-
-// editDistance is the Levenshtein distance of two short words.
-func editDistance(a, b string) int {
-	previous := make([]int, len(b)+1)
-	for j := range previous {
-		previous[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		current := make([]int, len(b)+1)
-		current[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			current[j] = min(previous[j]+1, current[j-1]+1, previous[j-1]+cost)
-		}
-		previous = current
-	}
-	return previous[len(b)]
 }
 
 // writeHelp lists the daemon's invocation and every subcommand with its summary.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,28 +54,34 @@ type options struct {
 // Flags is the daemon's flag set, for the help and the manual page, which
 // are made from it so that they cannot drift from what the daemon takes.
 func Flags() *flag.FlagSet {
-	flags, _ := declareFlags(&options{})
+	flags, _, _ := declareFlags(&options{})
 	return flags
 }
 
-func parseOptions(version string, args []string, stderr io.Writer) (options, error) {
-	opts := options{Config: driver.Config{Version: version}}
-	flags, finish := declareFlags(&opts)
-	flags.SetOutput(stderr)
-	if err := flags.Parse(args); err != nil {
-		return opts, err
-	}
-	if flags.NArg() > 0 {
-		return opts, fmt.Errorf("unexpected arguments %q", flags.Args())
-	}
-	return opts, finish()
+// Rules are the daemon's flags with the rule each one's value must meet.
+func Rules() (*flag.FlagSet, []envflag.Rule) {
+	flags, rules, _ := declareFlags(&options{})
+	return flags, rules
 }
 
-// declareFlags declares the daemon's flags into opts; finish, after
-// parsing, completes and checks opts.
-func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
+// parseOptions reads the command line and the environment (systemd put the
+// unit's EnvironmentFile there) and checks every setting before anything
+// starts: a wrong one is a ConfigError of one line.
+func parseOptions(version string, args []string, stderr io.Writer) (options, error) {
+	opts := options{Config: driver.Config{Version: version}}
+	flags, rules, complete := declareFlags(&opts)
+	if err := envflag.Parse(flags, args, envflag.Environment(), rules, stderr); err != nil {
+		return opts, err
+	}
+	return opts, complete()
+}
+
+// declareFlags declares the daemon's flags into opts, and their rules;
+// complete, after envflag.Parse, fills in what the flags do not set
+// directly and checks what the settings must be together.
+func declareFlags(opts *options) (flags *flag.FlagSet, rules []envflag.Rule, complete func() error) {
 	flags = flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
-	finishConfig := envflag.DriverConfig(flags, &opts.Config)
+	driverRules, completeConfig := envflag.DeclareDriverConfig(flags, &opts.Config)
 	envflag.Endpoint(flags, &opts.endpoint)
 	flags.StringVar(&opts.logLevel, "log-level", "info", "debug, info, warn or error; SIGUSR1 and SIGUSR2 raise and lower it at run time [ZFS_CSI_LOG_LEVEL]")
 	flags.StringVar(&opts.logFormat, "log-format", "auto", "json, console, journal, or auto: journal under systemd, console on a terminal, json otherwise [ZFS_CSI_LOG_FORMAT]")
@@ -91,26 +98,61 @@ func declareFlags(opts *options) (flags *flag.FlagSet, finish func() error) {
 	allowPaths := &envflag.List{}
 	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
-	finishPeer := declarePeerFlags(flags, &opts.peer)
-	return flags, func() error {
-		// The environment sets what the command line left alone (systemd
-		// put the unit's EnvironmentFile there); a value that does not
-		// parse stops the daemon naming the variable.
-		if err := finishConfig(envflag.Environment()); err != nil {
+	peerRules, completePeer := declarePeerFlags(flags, &opts.peer)
+	rules = slices.Concat(driverRules, settingRules(opts), peerRules)
+	return flags, rules, func() error {
+		if err := completeConfig(envflag.Environment()); err != nil {
 			return err
-		}
-		if opts.node.MaxVolumesPerNode < 0 {
-			return fmt.Errorf("--max-volumes-per-node must not be negative")
 		}
 		opts.AllowedPoolProperties = *allowPoolProperties
-		if err := controller.CheckAllowedPoolProperties(opts.AllowedPoolProperties); err != nil {
+		opts.node.PathRoots = append([]string{opts.kubeletDir, opts.nomadDataDir}, *allowPaths...)
+		if err := completePeer(opts.NodeID); err != nil {
+			return envflag.ConfigError{Err: err}
+		}
+		return nil
+	}
+}
+
+// settingRules is what each of the daemon's own settings must be, whichever
+// source gave it (the driver's and the peer channel's rules are declared
+// with their flags): envflag.Parse holds them to it before anything starts,
+// so that a wrong value stops the daemon (exit 78) instead of failing later
+// and restarting forever. TestEveryFlagHasARule keeps it whole.
+func settingRules(opts *options) []envflag.Rule {
+	pathRoot := envflag.Check{Allowed: "an absolute directory other than /", Test: func(value any) error {
+		return node.CheckPathRoots([]string{value.(string)})
+	}}
+	listenAddress := envflag.Check{Allowed: "PORT or HOST:PORT with a port number", Test: func(value any) error {
+		address, err := metrics.ListenAddress(value.(string))
+		if err != nil {
 			return err
 		}
-		opts.node.PathRoots = append([]string{opts.kubeletDir, opts.nomadDataDir}, *allowPaths...)
-		if err := node.CheckPathRoots(opts.node.PathRoots); err != nil {
-			return fmt.Errorf("--kubelet-dir, --nomad-data-dir, --allow-paths: %w", err)
+		return envflag.CheckHostPort(address)
+	}}
+	webConfig := envflag.Check{Allowed: "a Prometheus web configuration file that serves, with --metrics-address set", Test: func(value any) error {
+		if opts.metricsAddress == "" {
+			return errors.New("--metrics-address is not set: there is no metrics listener to protect")
 		}
-		return finishPeer(opts.NodeID)
+		return checkWebConfig(value.(string))
+	}}
+	poolProperties := envflag.Check{Allowed: "some of " + strings.Join(controller.PoolPropertyNames(), ", "), Test: func(value any) error {
+		return controller.CheckAllowedPoolProperties(value.([]string))
+	}}
+	return []envflag.Rule{
+		{Flag: "endpoint", Check: envflag.UnixEndpoint},
+		{Flag: "log-level", Check: envflag.LogLevel},
+		{Flag: "log-format", Check: envflag.OneOf(logFormats...)},
+		{Flag: "metrics-address", Check: envflag.Optional(listenAddress, "no metrics listener")},
+		{Flag: "metrics-web-config", Check: envflag.Optional(webConfig, "plain HTTP")},
+		{Flag: "reap-interval", Check: envflag.PositiveDuration},
+		{Flag: controller.AllowPoolPropertiesFlag, Check: poolProperties},
+		{Flag: "max-volumes-per-node", Check: envflag.AtLeast(0)},
+		{Flag: "device-timeout", Check: envflag.PositiveDuration},
+		{Flag: "kubernetes", Check: envflag.Boolean},
+		{Flag: "kubelet-dir", Check: envflag.And(pathRoot, envflag.When(&opts.kubernetes, "with --kubernetes (kubelet's --root-dir)", envflag.Directory))},
+		{Flag: "nomad-data-dir", Check: pathRoot},
+		{Flag: "allow-paths", Check: envflag.Each(pathRoot)},
+		{Flag: "stop-timeout", Check: envflag.PositiveDuration},
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
+
+	"github.com/zfs-csi/zfs-csi/cli/envflag"
 )
 
 // logLevels are the levels SIGUSR1 and SIGUSR2 step through, most verbose first.
@@ -81,14 +83,17 @@ func (f levelFilter) WriteLevel(level zerolog.Level, p []byte) (int, error) {
 	return f.out.WriteLevel(level, p)
 }
 
+// logFormats are the formats newLogger writes.
+var logFormats = []string{"json", "console", "journal", "auto"}
+
 // newLogger builds the daemon's logger for a level and a format: json,
 // console, journal (journald's native protocol), or auto — journal when
 // stderr is connected to the journal, console when it is a terminal, json
 // otherwise.
 func newLogger(level, format string, stderr io.Writer) (zerolog.Logger, *logLevel, error) {
-	parsed, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" || parsed < zerolog.DebugLevel || parsed > zerolog.ErrorLevel {
-		return zerolog.Logger{}, nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	parsed, err := envflag.ParseLogLevel(level)
+	if err != nil {
+		return zerolog.Logger{}, nil, err
 	}
 	if format == "auto" {
 		format = autoLogFormat(stderr, os.Getenv("JOURNAL_STREAM"))

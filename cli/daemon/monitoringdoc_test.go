@@ -30,21 +30,26 @@ func TestScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
 	etc := t.TempDir()
 	runShell(t, etc, nil, makeFiles)
 
+	documented := map[string]string{}
 	for line := range strings.Lines(settings) {
 		name, value, _ := strings.Cut(strings.TrimSpace(line), "=")
-		t.Setenv(name, value)
+		documented[name] = value
+		// The daemon checks the web configuration file at start: the one
+		// the commands made, in the directory that stands for /etc/zfs-csi.
+		t.Setenv(name, strings.Replace(value, "/etc/zfs-csi/", etc+"/", 1))
 	}
 	opts, err := parseOptions("test", []string{"--parent-dataset", "tank/csi", "--node-id", "node-1"}, io.Discard)
 	if err != nil {
 		t.Fatalf("the daemon refuses the document's settings: %v", err)
 	}
-	if opts.metricsAddress != "0.0.0.0:9820" || filepath.Dir(opts.metricsWebConfig) != "/etc/zfs-csi" {
+	address, webConfig := documented["ZFS_CSI_METRICS_ADDRESS"], documented["ZFS_CSI_METRICS_WEB_CONFIG"]
+	if address != "0.0.0.0:9820" || filepath.Dir(webConfig) != "/etc/zfs-csi" || opts.metricsAddress != address {
 		t.Errorf("the settings give --metrics-address %q and --metrics-web-config %q; the section's text speaks of 0.0.0.0:9820 and /etc/zfs-csi",
-			opts.metricsAddress, opts.metricsWebConfig)
+			address, webConfig)
 	}
 	// The listener as those settings make it, on loopback rather than every
-	// interface of the machine running the test, with the file the commands made.
-	listener, _ := startTelemetry(t, options{metricsAddress: "127.0.0.1:0", metricsWebConfig: filepath.Join(etc, filepath.Base(opts.metricsWebConfig))})
+	// interface of the machine running the test.
+	listener, _ := startTelemetry(t, options{metricsAddress: "127.0.0.1:0", metricsWebConfig: opts.metricsWebConfig})
 
 	t.Run("the checks on the host get 401 without the password and the metrics with it", func(t *testing.T) {
 		// curl reads its configuration file before its arguments: it sends

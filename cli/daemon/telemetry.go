@@ -23,7 +23,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 
-	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
@@ -43,17 +42,13 @@ type telemetry struct {
 // newTelemetry listens on opts.metricsAddress, or returns nil when it is empty.
 func newTelemetry(log zerolog.Logger, opts options, read func(context.Context) (metrics.State, error)) (*telemetry, error) {
 	if opts.metricsAddress == "" {
-		if opts.metricsWebConfig != "" {
-			return nil, envflag.ConfigError{Err: errors.New("--metrics-web-config is set but --metrics-address is not: there is no metrics listener to protect")}
-		}
 		return nil, nil
 	}
+	// Both settings passed their rules (settingRules) before the daemon
+	// started anything.
 	address, err := metrics.ListenAddress(opts.metricsAddress)
 	if err != nil {
-		return nil, envflag.ConfigError{Err: err}
-	}
-	if err := checkWebConfig(opts.metricsWebConfig); err != nil {
-		return nil, envflag.ConfigError{Err: err}
+		return nil, err
 	}
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
@@ -66,8 +61,9 @@ func newTelemetry(log zerolog.Logger, opts options, read func(context.Context) (
 }
 
 // checkWebConfig reads the web configuration file, its certificate and key
-// once at start: a file that cannot serve is the operator's mistake, which a
-// restart cannot mend (exit 78), better said now than on every scrape.
+// once at start (the rule of --metrics-web-config): a file that cannot serve
+// is the operator's mistake, which a restart cannot mend (exit 78), better
+// said now than on every scrape.
 // exporter-toolkit reads the file again for each connection and request, so
 // a renewed certificate or a changed password needs no restart.
 func checkWebConfig(path string) error {
@@ -82,7 +78,7 @@ func checkWebConfig(path string) error {
 		err = errors.New("a password in basic_auth_users is not a bcrypt hash")
 	}
 	if err != nil {
-		return fmt.Errorf("--metrics-web-config (ZFS_CSI_METRICS_WEB_CONFIG) %s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

@@ -9,53 +9,18 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/zfs-csi/zfs-csi/driver"
 )
-
-// String is the environment variable name, or fallback when it is unset: a
-// flag's default.
-func String(name, fallback string) string {
-	if value, ok := os.LookupEnv(name); ok {
-		return value
-	}
-	return fallback
-}
-
-// Int is the environment variable name as an integer, or fallback when it
-// is unset or unparsable.
-func Int(name string, fallback int64) int64 {
-	if value, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
-		return value
-	}
-	return fallback
-}
-
-// Duration is the environment variable name as a duration (1m30s), or
-// fallback when it is unset or unparsable.
-func Duration(name string, fallback time.Duration) time.Duration {
-	if value, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return value
-	}
-	return fallback
-}
-
-// Bool reads a boolean environment variable the way flag.BoolVar parses
-// its argument; unset or unparsable means fallback.
-func Bool(name string, fallback bool) bool {
-	if value, err := strconv.ParseBool(os.Getenv(name)); err == nil {
-		return value
-	}
-	return fallback
-}
 
 // List is a repeatable flag; from the environment it is comma-separated.
 type List []string
 
 func (l *List) String() string { return strings.Join(*l, ",") }
+
+// Get is the items, for a Rule's test.
+func (l *List) Get() any { return []string(*l) }
 
 func (l *List) Set(value string) error {
 	*l = append(*l, value)
@@ -67,24 +32,70 @@ func (l *List) Set(value string) error {
 // parsing, sets every flag the command line left alone from source (Apply)
 // and validates cfg, saying where the settings were read when one is wrong.
 func DriverConfig(flags *flag.FlagSet, cfg *driver.Config) (finish func(source Source) error) {
+	rules, complete := DeclareDriverConfig(flags, cfg)
+	return func(source Source) error {
+		if err := source.apply(flags, rules); err != nil {
+			return err
+		}
+		if err := source.check(flags, rules); err != nil {
+			return err
+		}
+		return complete(source)
+	}
+}
+
+// DeclareDriverConfig registers DriverConfig's flags and gives their rules;
+// complete, once they were parsed and checked, fills cfg and checks what
+// the settings must be together (IDs that fit in 128 bytes).
+func DeclareDriverConfig(flags *flag.FlagSet, cfg *driver.Config) (rules []Rule, complete func(source Source) error) {
 	hostname, _ := os.Hostname()
 	parents := &List{}
 	flags.StringVar(&cfg.DriverName, "driver-name", "zfs.csi.dev", "CSI driver name [ZFS_CSI_DRIVER_NAME]")
 	flags.StringVar(&cfg.NodeID, "node-id", hostname, "this node's ID (default: the hostname) [ZFS_CSI_NODE_ID]")
 	flags.Var(parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
-	return func(source Source) error {
-		if err := source.Apply(flags); err != nil {
-			return err
-		}
+	rules = []Rule{
+		{Flag: "driver-name", Check: DriverName},
+		{Flag: "node-id", Check: Check{Allowed: "1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit", Test: func(value any) error {
+			return refused(validField(func(c *driver.Config) { c.NodeID = value.(string) }))
+		}}},
+		{Flag: "parent-dataset", Check: Check{Allowed: "one or more parent dataset names (pool/path), none twice", Test: func(value any) error {
+			if len(value.([]string)) == 0 {
+				return ErrNotAllowed
+			}
+			return validField(func(c *driver.Config) { c.ParentDatasets = value.([]string) })
+		}}},
+	}
+	return rules, func(source Source) error {
 		cfg.ParentDatasets = *parents
 		if err := cfg.Validate(); err != nil {
-			return ConfigError{fmt.Errorf("%w (%s)", err, source.Describe())}
+			return ConfigError{Err: fmt.Errorf("%w (%s)", err, source.Describe())}
 		}
 		return nil
 	}
 }
 
+// DriverName is a CSI driver name the daemon can have.
+var DriverName = Check{Allowed: "a lower-case domain name of at most 63 characters", Test: func(value any) error {
+	return refused(validField(func(c *driver.Config) { c.DriverName = value.(string) }))
+}}
+
+// validField checks one field of driver.Config by its own Validate, the
+// other fields set to values it allows.
+func validField(set func(*driver.Config)) error {
+	cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: "node", ParentDatasets: []string{"pool/csi"}}
+	set(&cfg)
+	return cfg.Validate()
+}
+
+// refused is ErrNotAllowed for an error that says no more than the rule.
+func refused(err error) error {
+	if err != nil {
+		return ErrNotAllowed
+	}
+	return nil
+}
+
 // Endpoint registers --endpoint, the daemon's socket.
 func Endpoint(flags *flag.FlagSet, endpoint *string) {
-	flags.StringVar(endpoint, "endpoint", String("CSI_ENDPOINT", "unix:///run/zfs-csi/csi.sock"), "CSI unix socket [CSI_ENDPOINT]")
+	flags.StringVar(endpoint, "endpoint", "unix:///run/zfs-csi/csi.sock", "CSI unix socket [CSI_ENDPOINT]")
 }

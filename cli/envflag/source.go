@@ -46,11 +46,19 @@ type Source struct {
 	looked []string // the files looked for, nil when none were
 	values map[string]string
 	lookup func(string) (string, bool)
+	// environ lists the environment's variables, for Unknown.
+	environ func() []string
+	// units are the files the units' EnvironmentFile= reads: a variable of
+	// the environment is traced to the line of one that sets its value.
+	units []string
 }
 
-// Environment is the process environment alone: the daemon's source
-// (systemd has put the unit's EnvironmentFile there).
-func Environment() Source { return Source{lookup: os.LookupEnv} }
+// Environment is the process environment alone: the daemon's and the
+// bridge's source (systemd has put the units' EnvironmentFile there; an
+// error traces a value to its line in ConfigFiles).
+func Environment() Source {
+	return Source{lookup: os.LookupEnv, environ: os.Environ, units: ConfigFiles()}
+}
 
 // EnvironmentAndFile is the environment over the first of files that
 // exists. The file has systemd's EnvironmentFile syntax, read with godotenv:
@@ -59,7 +67,7 @@ func Environment() Source { return Source{lookup: os.LookupEnv} }
 // value) and systemd what godotenv does not (";" comment lines, a line
 // continued with "\"); the shipped file uses neither.
 func EnvironmentAndFile(files ...string) (Source, error) {
-	source := Environment()
+	source := Source{lookup: os.LookupEnv, environ: os.Environ}
 	source.looked = files
 	for _, file := range files {
 		values, err := godotenv.Read(file)
@@ -67,7 +75,7 @@ func EnvironmentAndFile(files ...string) (Source, error) {
 			continue
 		}
 		if err != nil {
-			return source, ConfigError{fmt.Errorf("reading %s: %w", file, err)}
+			return source, ConfigError{Err: fmt.Errorf("reading %s: %w", file, err)}
 		}
 		source.File, source.values = file, values
 		break
@@ -75,17 +83,56 @@ func EnvironmentAndFile(files ...string) (Source, error) {
 	return source, nil
 }
 
+// Origin is where a setting's value came from.
+type Origin struct {
+	// Variable is the environment variable or file key that set it, ""
+	// for the command line or the flag's default.
+	Variable string
+	// File and Line are the configuration file line that set it: the file
+	// read, or for a variable of the environment a unit's EnvironmentFile
+	// that sets the same value there; "" and 0 when none is known.
+	File string
+	Line int
+	// Environment is true for a variable of the process environment.
+	Environment bool
+}
+
 // Lookup is a variable's value and where it came from.
-func (s Source) Lookup(name string) (value, origin string, ok bool) {
+func (s Source) Lookup(name string) (value string, origin Origin, ok bool) {
 	if s.lookup != nil {
 		if value, ok := s.lookup(name); ok {
-			return value, "the environment", true
+			origin := Origin{Variable: name, Environment: true}
+			origin.File, origin.Line = lineSetting(s.units, name, value)
+			return value, origin, true
 		}
 	}
 	if value, ok := s.values[name]; ok {
-		return value, s.File, true
+		_, line := lineSetting([]string{s.File}, name, value)
+		return value, Origin{Variable: name, File: s.File, Line: line}, true
 	}
-	return "", "", false
+	return "", Origin{}, false
+}
+
+// lineSetting finds the last line of files that sets variable to value, as
+// systemd reads EnvironmentFile= lines in order, each over the one before.
+// One line is read at a time: a value quoted across lines is not found.
+func lineSetting(files []string, variable, value string) (file string, line int) {
+	for _, candidate := range files {
+		contents, err := os.ReadFile(candidate)
+		if err != nil {
+			continue
+		}
+		for number, text := range strings.Split(string(contents), "\n") {
+			key, _, found := strings.Cut(strings.TrimPrefix(strings.TrimSpace(text), "export "), "=")
+			if !found || strings.TrimSpace(key) != variable {
+				continue
+			}
+			if parsed, err := godotenv.Unmarshal(text); err == nil && parsed[variable] == value {
+				file, line = candidate, number+1
+			}
+		}
+	}
+	return file, line
 }
 
 // Describe says where the settings were read, for an error about one
@@ -121,13 +168,15 @@ func UsageVariable(usage string) (text, variable string, list bool) {
 // usage names, through the flag's own parser: a value it refuses is a
 // ConfigError naming the variable and where it was set, never a silent
 // default. A comma-separated variable sets a repeatable flag once per item.
-func (s Source) Apply(flags *flag.FlagSet) error {
-	given := map[string]bool{}
-	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var problems []error
+func (s Source) Apply(flags *flag.FlagSet) error { return s.apply(flags, nil) }
+
+// apply is Apply, the first refusal a SettingError saying what rules allow.
+func (s Source) apply(flags *flag.FlagSet, rules []Rule) error {
+	given := commandLine(flags)
+	var problem error
 	flags.VisitAll(func(f *flag.Flag) {
 		_, variable, list := UsageVariable(f.Usage)
-		if variable == "" || given[f.Name] {
+		if problem != nil || variable == "" || given[f.Name] {
 			return
 		}
 		value, origin, ok := s.Lookup(variable)
@@ -145,13 +194,17 @@ func (s Source) Apply(flags *flag.FlagSet) error {
 		}
 		for _, item := range items {
 			if err := f.Value.Set(item); err != nil {
-				problems = append(problems, fmt.Errorf("%s=%q (from %s) is not a valid value for --%s: %v", variable, value, origin, f.Name, err))
+				problem = ConfigError{Err: SettingError{Flag: f.Name, Value: value, Origin: origin, Allowed: allowed(rules, f.Name), Reason: err}}
 				return
 			}
 		}
 	})
-	if len(problems) > 0 {
-		return ConfigError{errors.Join(problems...)}
-	}
-	return nil
+	return problem
+}
+
+// commandLine is the flags the command line set.
+func commandLine(flags *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
 }

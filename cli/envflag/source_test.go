@@ -28,7 +28,7 @@ func TestAValueThatDoesNotParseIsAConfigErrorNamingItsVariable(t *testing.T) {
 			t.Setenv(variable, value)
 			flags, _, _, _, _ := testFlags()
 			err := Environment().Apply(flags)
-			if !errors.As(err, new(ConfigError)) || !strings.Contains(err.Error(), variable) || !strings.Contains(err.Error(), "the environment") {
+			if !errors.As(err, new(ConfigError)) || !strings.Contains(err.Error(), variable) || !strings.Contains(err.Error(), "variable "+variable) {
 				t.Fatalf("got %v, want a ConfigError naming %s and where it was set", err, variable)
 			}
 		})

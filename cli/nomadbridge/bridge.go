@@ -44,42 +44,31 @@ const bridgeDialTimeout = 5 * time.Second
 // probes a new plugin every 5 s until its health_timeout.
 const scanInterval = 2 * time.Second
 
-// Run runs the bridge until SIGTERM or SIGINT.
+// Run runs the bridge until SIGTERM or SIGINT. A setting that is wrong is
+// an envflag.ConfigError (exit 78), found before anything starts.
 func Run(args []string, _, stderr io.Writer) error {
-	flags := flag.NewFlagSet("zfs-csi nomad-bridge", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	var cfg hostConfig
-	var endpoint string
-	flags.StringVar(&cfg.DataDir, "nomad-data-dir", envflag.String("ZFS_CSI_NOMAD_DATA_DIR", "/opt/nomad/data"), "the Nomad client's data_dir [ZFS_CSI_NOMAD_DATA_DIR]")
-	flags.StringVar(&cfg.Namespace, "nomad-namespace", envflag.String("ZFS_CSI_NOMAD_NAMESPACE", "zfs-csi"), "the plugin job's namespace [ZFS_CSI_NOMAD_NAMESPACE]")
-	flags.StringVar(&cfg.Job, "nomad-job", envflag.String("ZFS_CSI_NOMAD_JOB", "zfs-csi"), "the plugin job's ID [ZFS_CSI_NOMAD_JOB]")
-	flags.StringVar(&cfg.PluginID, "driver-name", envflag.String("ZFS_CSI_DRIVER_NAME", "zfs.csi.dev"), "the daemon's driver name: the plugin job's csi_plugin id [ZFS_CSI_DRIVER_NAME]")
-	envflag.Endpoint(flags, &endpoint)
-	address := flags.String("nomad-addr", envflag.String("NOMAD_ADDR", "http://127.0.0.1:4646"), "the local Nomad agent's HTTP API [NOMAD_ADDR]")
-	tokenFile := flags.String("nomad-token-file", envflag.String("ZFS_CSI_NOMAD_TOKEN_FILE", "/etc/zfs-csi/nomad-token"), "a Nomad ACL token that may read the plugin job (mode 0600); none when the file does not exist [ZFS_CSI_NOMAD_TOKEN_FILE]")
-	caCert := flags.String("nomad-cacert", envflag.String("NOMAD_CACERT", ""), "CA certificate of the agent's HTTPS [NOMAD_CACERT]")
-	clientCert := flags.String("nomad-client-cert", envflag.String("NOMAD_CLIENT_CERT", ""), "client certificate for the agent's HTTPS [NOMAD_CLIENT_CERT]")
-	clientKey := flags.String("nomad-client-key", envflag.String("NOMAD_CLIENT_KEY", ""), "its key [NOMAD_CLIENT_KEY]")
-	logLevel := flags.String("log-level", envflag.String("ZFS_CSI_LOG_LEVEL", "info"), "debug, info, warn or error [ZFS_CSI_LOG_LEVEL]")
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+	var s settings
+	flags, rules := declareFlags(&s)
+	err := envflag.Parse(flags, args, envflag.Environment(), rules, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
-	if flags.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flags.Args())
-	}
-	level, err := zerolog.ParseLevel(*logLevel)
-	if err != nil || *logLevel == "" {
-		return fmt.Errorf("log level %q: use debug, info, warn or error", *logLevel)
-	}
-	if cfg.Target, err = driver.SocketPath(endpoint); err != nil {
-		return err
-	}
-	nomad, err := newNomadAPI(*address, *tokenFile, *caCert, *clientCert, *clientKey)
 	if err != nil {
 		return err
+	}
+	level, err := envflag.ParseLogLevel(s.logLevel)
+	if err != nil {
+		return envflag.ConfigError{Err: err}
+	}
+	cfg := s.host
+	if cfg.Target, err = driver.SocketPath(s.endpoint); err != nil {
+		return envflag.ConfigError{Err: err}
+	}
+	// What newNomadAPI refuses is the agent's address and TLS files: the
+	// operator's to mend.
+	nomad, err := newNomadAPI(s.address, s.tokenFile, s.caCert, s.clientCert, s.clientKey)
+	if err != nil {
+		return envflag.ConfigError{Err: err}
 	}
 	// JSON lines on stderr: journald keeps them under zfs-csi-nomad.service.
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "nomad-bridge").Logger()
