@@ -130,6 +130,33 @@ step_config_error_stops() {
 	STEP_NOTE="ExecMainStatus=78, no restart; fixed and active again"
 }
 
+# bad_setting_stops UNIT VARIABLE VALUE: with VARIABLE=VALUE in the
+# configuration file, UNIT fails before it starts anything, with one line
+# that names the variable and its line in the file, and systemd does not
+# restart it (RestartPreventExitStatus=78): no loop.
+bad_setting_stops() {
+	local unit="$1" variable="$2" value="$3"
+	set_option "$variable" "$value"
+	systemctl reset-failed "$unit" 2>/dev/null
+	systemctl restart "$unit" 2>&1 | sed 's/^/    /'
+	sleep 7 # longer than RestartSec=5s
+	systemctl status "$unit" --no-pager -l -n 3 | sed 's/^/    /'
+	check "$unit: failed" [ "$(systemctl show -p ActiveState --value "$unit")" = failed ] || return 1
+	check "$unit: exit status 78" [ "$(systemctl show -p ExecMainStatus --value "$unit")" = 78 ] || return 1
+	check "$unit: NRestarts=0" [ "$(systemctl show -p NRestarts --value "$unit")" = 0 ] || return 1
+	check "$unit: the status shows the line naming $variable at $DEFAULTS" \
+		grep -qF "variable $variable \"$value\" ($DEFAULTS:" <(systemctl status "$unit" --no-pager -l -n 3) || return 1
+	set_option "$variable" -
+}
+
+step_bad_setting_no_restart_loop() {
+	bad_setting_stops "$UNIT" ZFS_CSI_REAP_INTERVAL 0s || return 1
+	bad_setting_stops zfs-csi-nomad.service ZFS_CSI_NOMAD_JOB "" || return 1
+	systemctl reset-failed zfs-csi-nomad.service
+	check "the daemon restarts once fixed" systemctl restart "$UNIT" || return 1
+	STEP_NOTE="both units failed with 78, NRestarts=0, the status naming the variable and its line"
+}
+
 step_sanity() {
 	check "the daemon serves the package's socket" is_state active running || return 1
 	sanity_run package-socket
@@ -186,6 +213,7 @@ step_restart_keeps_publishes() {
 step_kubernetes_mode() {
 	local plugin=/var/lib/kubelet/plugins/zfs.csi.dev/csi.sock registration=/var/lib/kubelet/plugins_registry/zfs.csi.dev-reg.sock
 	set_option ZFS_CSI_KUBERNETES true
+	mkdir -p /var/lib/kubelet # kubelet's directory must exist in Kubernetes mode
 	check "restart in Kubernetes mode" systemctl restart "$UNIT" || return 1
 	show_unit
 	check "the kubelet CSI socket exists" test -S "$plugin" || return 1
@@ -283,6 +311,7 @@ main() {
 		step service-start step_start || failed=$((failed + 1))
 		step ready-waits-for-parents step_ready_waits_for_parents || failed=$((failed + 1))
 		step config-error-no-restart step_config_error_stops || failed=$((failed + 1))
+		step bad-setting-no-restart-loop step_bad_setting_no_restart_loop || failed=$((failed + 1))
 		step sanity-package-socket step_sanity || failed=$((failed + 1))
 		step restart-keeps-publishes step_restart_keeps_publishes || failed=$((failed + 1))
 		step kubernetes-mode step_kubernetes_mode || failed=$((failed + 1))
