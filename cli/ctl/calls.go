@@ -21,7 +21,7 @@ var commands = map[string]command{
 		return c.identity.Probe(ctx, &csi.ProbeRequest{})
 	}},
 	"info": {summary: "plugin name and version, capabilities of every service, node info", call: info},
-	"create-volume": {usage: "NAME [--size 1G] [--block | --fs-type ext4] [--param k=v]… [--from-snapshot ID | --from-volume ID]",
+	"create-volume": {usage: "NAME [--size 1Gi] [--block | --fs-type ext4] [--param k=v]… [--from-snapshot ID | --from-volume ID]",
 		summary: "CreateVolume", args: 1, call: createVolume,
 		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.size, "size", "", "required bytes (default: the driver's default size, or the source's)")
@@ -32,7 +32,7 @@ var commands = map[string]command{
 			flags.StringVar(&r.fromSnapshot, "from-snapshot", "", "snapshot ID to make the volume from")
 			flags.StringVar(&r.fromVolume, "from-volume", "", "volume ID to clone")
 		}},
-	"move-volume": {usage: "NAME VOLUME_ID [--final] [--size 1G] [--block | --fs-type ext4] [--param k=v]…",
+	"move-volume": {usage: "NAME VOLUME_ID [--final] [--size 1Gi] [--block | --fs-type ext4] [--param k=v]…",
 		summary: "moves another node's volume here, on the operator's socket where --allow-moves is set on both nodes: one round while it is in use (ABORTED says what it brought); --final once it stopped makes the volume and deletes the source",
 		args:    2, call: moveVolume, operator: true,
 		flags: func(flags *flag.FlagSet, r *request) {
@@ -50,7 +50,7 @@ var commands = map[string]command{
 			return c.controller.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.args[0]})
 		}},
 	"list-volumes": {usage: "[--max-entries N] [--starting-token T]", summary: "ListVolumes", flags: pageFlags, call: listVolumes},
-	"expand-volume": {usage: "VOLUME_ID --size 2G [--block | --fs-type ext4]", summary: "ControllerExpandVolume", args: 1,
+	"expand-volume": {usage: "VOLUME_ID --size 2Gi [--block | --fs-type ext4]", summary: "ControllerExpandVolume", args: 1,
 		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.size, "size", "", "the new size (required bytes)")
 			capabilityFlags(flags, r)
@@ -142,7 +142,7 @@ var commands = map[string]command{
 		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: r.args[0], TargetPath: r.args[1]})
 		}},
-	"node-expand-volume": {usage: "VOLUME_ID PATH --size 2G [--staging-path PATH]", summary: "NodeExpandVolume", args: 2,
+	"node-expand-volume": {usage: "VOLUME_ID PATH --size 2Gi [--staging-path PATH]", summary: "NodeExpandVolume", args: 2,
 		flags: func(flags *flag.FlagSet, r *request) {
 			flags.StringVar(&r.size, "size", "", "the new size (required bytes)")
 			flags.StringVar(&r.stagingPath, "staging-path", "", "where the volume is staged")

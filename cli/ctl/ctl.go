@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"sort"
 	"strings"
@@ -28,7 +27,6 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
-	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // command is one CSI call (or a few, for info) of ctl.
@@ -90,8 +88,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	envflag.OperatorSocket(flags, &operatorSocket)
 	flags.DurationVar(&timeout, "timeout", 2*time.Minute, "deadline of the call")
 	flags.StringVar(&output, "o", "json", "output: json (the response), or id (the volume or snapshot IDs it carries, one a line, for shell scripts)")
-	flags.Usage = func() { printUsage(flags) }
-	if err := flags.Parse(args); err != nil {
+	if err := ParseFlags(flags, args, func() { printUsage(flags, stderr) }, "zfs-csi ctl -h lists the flags"); err != nil {
 		return err
 	}
 	// The daemon's socket, as its configuration file names it, unless the
@@ -104,34 +101,34 @@ func Run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if output != "json" && output != "id" {
-		return fmt.Errorf("-o %q: use json or id", output)
+		return UsageError{Err: fmt.Errorf("-o %q: use json or id", output), Help: "zfs-csi ctl -h lists the flags"}
 	}
 	if flags.NArg() == 0 {
-		flags.Usage()
+		printUsage(flags, stderr)
 		return fmt.Errorf("name a command")
 	}
 	name := flags.Arg(0)
 	command, ok := commands[name]
 	if !ok {
-		flags.Usage()
-		return fmt.Errorf("unknown command %q", name)
+		return UsageError{Err: fmt.Errorf("unknown command %q", name), Help: "zfs-csi ctl -h lists the commands"}
 	}
 	parsed := &request{}
 	commandFlags := flag.NewFlagSet("zfs-csi ctl "+name, flag.ContinueOnError)
-	commandFlags.SetOutput(stderr)
-	commandFlags.Usage = func() {
-		fmt.Fprintf(stderr, "usage: zfs-csi ctl %s %s\n  %s\n", name, command.usage, command.summary)
-		commandFlags.PrintDefaults()
-	}
 	if command.flags != nil {
 		command.flags(commandFlags, parsed)
 	}
-	if parsed.args, err = parseInterleaved(commandFlags, flags.Args()[1:]); err != nil {
+	commandHelp := "zfs-csi ctl " + name + " -h lists its flags"
+	commandUsage := func() {
+		fmt.Fprintf(stderr, "usage: zfs-csi ctl %s %s\n  %s\n", name, command.usage, command.summary)
+		commandFlags.SetOutput(stderr)
+		commandFlags.PrintDefaults()
+	}
+	if parsed.args, err = parseInterleaved(commandFlags, flags.Args()[1:], commandUsage, commandHelp); err != nil {
 		return err
 	}
 	if len(parsed.args) != command.args && !(command.more && len(parsed.args) > command.args) {
-		commandFlags.Usage()
-		return fmt.Errorf("%s takes %d arguments, got %d", name, command.args, len(parsed.args))
+		return UsageError{Err: fmt.Errorf("%s takes %d arguments, got %d: zfs-csi ctl %s %s", name, command.args, len(parsed.args), name, command.usage),
+			Help: commandHelp}
 	}
 	if err := reachable(endpoint); err != nil {
 		return err
@@ -172,8 +169,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	return writeProto(stdout, response)
 }
 
-func printUsage(flags *flag.FlagSet) {
-	out := flags.Output()
+func printUsage(flags *flag.FlagSet, out io.Writer) {
 	fmt.Fprintln(out, "usage: zfs-csi ctl [--endpoint unix:///run/zfs-csi/csi.sock] [--timeout 2m] [-o json|id] COMMAND [ARGS] [FLAGS]")
 	names := make([]string, 0, len(commands))
 	for name := range commands {
@@ -184,8 +180,42 @@ func printUsage(flags *flag.FlagSet) {
 		command := commands[name]
 		fmt.Fprintf(out, "  %s %s\n      %s\n", name, command.usage, command.summary)
 	}
-	fmt.Fprintln(out, "\"zfs-csi ctl COMMAND -h\" tells a command's flags. Sizes take K, M, G, T (or Ki, Mi, Gi, Ti): powers of 1024.")
+	fmt.Fprintln(out, "\"zfs-csi ctl COMMAND -h\" tells a command's flags. Sizes are "+sizeHelp+": 1G is 10^9 bytes, 1Gi 2^30.")
+	flags.SetOutput(out)
 	flags.PrintDefaults()
+}
+
+// ExitUsage is sysexits' EX_USAGE, the status of a UsageError.
+const ExitUsage = 64
+
+// UsageError is a command line that is wrong: a flag the command does not
+// have, a value its flag refuses, a command that is not one. Its message is
+// the problem and one line that says where the flags are listed: the whole
+// usage would bury the one line that matters.
+type UsageError struct {
+	Err error
+	// Help is the line that points to the list: "zfs-csi ctl -h lists the flags".
+	Help string
+}
+
+func (e UsageError) Error() string   { return e.Err.Error() + "\n" + e.Help }
+func (e UsageError) Unwrap() error   { return e.Err }
+func (e UsageError) ExitStatus() int { return ExitUsage }
+
+// ParseFlags parses args quietly: -h calls usage and gives flag.ErrHelp,
+// any other refusal is a UsageError whose Help is help.
+func ParseFlags(flags *flag.FlagSet, args []string, usage func(), help string) error {
+	flags.SetOutput(io.Discard)
+	flags.Usage = func() {}
+	err := flags.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return err
+	case err != nil:
+		return UsageError{Err: err, Help: help}
+	}
+	return nil
 }
 
 // reachable connects to the socket once, so that the common reasons a call
@@ -222,10 +252,10 @@ func Dial(endpoint string) (*grpc.ClientConn, error) {
 
 // parseInterleaved parses flags wherever they stand among the positional
 // arguments ("create-volume pvc-1 --size 1G" as well as "--size 1G pvc-1").
-func parseInterleaved(flags *flag.FlagSet, args []string) ([]string, error) {
+func parseInterleaved(flags *flag.FlagSet, args []string, usage func(), help string) ([]string, error) {
 	var positional []string
 	for {
-		if err := flags.Parse(args); err != nil {
+		if err := ParseFlags(flags, args, usage, help); err != nil {
 			return nil, err
 		}
 		args = flags.Args()
@@ -306,18 +336,6 @@ func (kv *keyValues) Set(value string) error {
 	}
 	(*kv)[key] = val
 	return nil
-}
-
-// parseSize reads a --size or --limit flag: "" for none.
-func parseSize(value string) (int64, error) {
-	if value == "" {
-		return 0, nil
-	}
-	n, err := zfs.ParseSize(value)
-	if err == nil && n > math.MaxInt64 {
-		err = fmt.Errorf("size %q is larger than CSI can carry", value)
-	}
-	return int64(n), err
 }
 
 // accessMode reads a CSI access mode the way the flag takes it:

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,7 +58,7 @@ func field(value any, path ...string) any {
 
 func TestCtlDrivesAVolumeThroughItsLife(t *testing.T) {
 	h := newCtlHarness(t)
-	created := h.ctl("create-volume", "pvc-1", "--size", "2G", "--param", "zfs.compression=zstd")
+	created := h.ctl("create-volume", "pvc-1", "--size", "2Gi", "--param", "zfs.compression=zstd")
 	volumeID, _ := field(created, "volume", "volume_id").(string)
 	if volumeID != plugintest.NodeID+":tank/csi/pvc-1" || field(created, "volume", "capacity_bytes") != "2147483648" ||
 		field(created, "volume", "volume_context", "kind") != "dataset" {
@@ -76,7 +79,7 @@ func TestCtlDrivesAVolumeThroughItsLife(t *testing.T) {
 	if entries, _ := field(h.ctl("list-snapshots", "--volume", volumeID), "entries").([]any); len(entries) != 1 {
 		t.Errorf("list-snapshots --volume lists %d snapshots, want 1", len(entries))
 	}
-	if expanded := h.ctl("expand-volume", volumeID, "--size", "3G"); field(expanded, "capacity_bytes") != "3221225472" {
+	if expanded := h.ctl("expand-volume", volumeID, "--size", "3G"); field(expanded, "capacity_bytes") != "3000000000" {
 		t.Errorf("expand-volume printed %v", expanded)
 	}
 
@@ -200,18 +203,75 @@ func TestNoCSISocketServesTheOperatorsMoves(t *testing.T) {
 	}
 }
 
-func TestParseSizeTakesBinarySuffixes(t *testing.T) {
+// A size means in ctl what it means in a PVC's storage request: the
+// quantities of k8s.io/apimachinery, whose G is 10^9 and Gi 2^30. The
+// values are ParseQuantity's and Quantity.Value's (apimachinery v0.37.2).
+func TestParseSizeReadsSizesAsKubernetesDoes(t *testing.T) {
 	tests := []struct {
 		in   string
 		want int64
 	}{
-		{"1073741824", 1 << 30}, {"1G", 1 << 30}, {"1Gi", 1 << 30}, {"512M", 512 << 20}, {"64k", 64 << 10}, {"2T", 2 << 40}, {"", 0},
-		{"16KiB", 16 << 10}, {"16KB", 16 << 10},
+		{"", 0}, {"0", 0}, {"1073741824", 1 << 30}, {"007", 7}, {"+1G", 1e9},
+		{"1k", 1e3}, {"64M", 64e6}, {"1G", 1e9}, {"2T", 2e12}, {"1P", 1e15}, {"1E", 1e18}, {"9E", 9e18},
+		{"1Ki", 1 << 10}, {"512Mi", 512 << 20}, {"1Gi", 1 << 30}, {"2Ti", 2 << 40}, {"1Pi", 1 << 50}, {"7Ei", 7 << 60},
+		{"1.5Gi", 1536 << 20}, {".5Gi", 512 << 20}, {"1.5G", 15e8}, {"1.G", 1e9},
+		{"1e3", 1e3}, {"1E3", 1e3}, {"1e+3", 1e3}, {"1e18", 1e18},
+		// A fraction of a byte is rounded up, as Quantity.Value rounds it.
+		{"0.5", 1}, {"1.5", 2}, {"100m", 1}, {"1500m", 2}, {"1u", 1}, {"1n", 1}, {"1e-3", 1},
+		{"9223372036854775807", 1<<63 - 1},
 	}
 	for _, test := range tests {
 		if got, err := parseSize(test.in); err != nil || got != test.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", test.in, got, err, test.want)
 		}
+	}
+}
+
+func TestParseSizeRefusesWhatKubernetesRefuses(t *testing.T) {
+	for _, in := range []string{
+		"1K", "1KB", "16KiB", "1GB", "1g", "1gi", "1Gii", "1e", "1ee", "12e2k", "1_000", " 1G", "1G ", "big", "G", ".", "1..5",
+		// Kubernetes takes these but a PVC refuses a negative size, and it
+		// caps what int64 cannot hold where CSI cannot carry it at all.
+		"-1G", "8Ei", "9223372036854775808", "1e19",
+	} {
+		if got, err := parseSize(in); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("size %q", in)) {
+			t.Errorf("parseSize(%q) = %d, %v; want an error naming the size", in, got, err)
+		}
+	}
+}
+
+// A mistyped flag is told in one line, with one more that says where the
+// flags are listed: not every command and flag ctl has.
+func TestABadFlagPointsToHelpInsteadOfPrintingTheUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bogus", "info"},
+		{"--timeout", "soon", "info"},
+		{"create-volume", "v", "--bogus"},
+		{"explode"},
+		{"create-snapshot", "snap"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := Run(append([]string{"--endpoint", "unix:///nonexistent.sock"}, args...), &stdout, &stderr)
+		var usage UsageError
+		if !errors.As(err, &usage) || usage.ExitStatus() != ExitUsage {
+			t.Errorf("ctl %q: %v, want a UsageError", args, err)
+			continue
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[1], " -h lists ") {
+			t.Errorf("ctl %q says %q, want the problem and one line pointing to -h", args, err.Error())
+		}
+		if stderr.Len() > 0 || stdout.Len() > 0 {
+			t.Errorf("ctl %q printed the usage besides its error:\n%s%s", args, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := Run([]string{"create-volume", "-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "-size") {
+		t.Errorf("ctl create-volume -h: %v, printed:\n%s\nwant the command's flags", err, stderr.String())
+	}
+	stderr.Reset()
+	if err := Run([]string{"-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "1G is 10^9 bytes, 1Gi 2^30") {
+		t.Errorf("ctl -h: %v, printed:\n%s\nwant the usage with what sizes are", err, stderr.String())
 	}
 }
 

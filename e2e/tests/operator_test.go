@@ -197,10 +197,10 @@ func TestOperatorMetricsAfterACreateSnapshotDeleteCycle(t *testing.T) {
 func TestOperatorVolumesListsExactlyTheManagedVolumes(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)
-	dataset := d.ctlJSON("create-volume", "data", "--size", "64M", "--param", "csi.storage.k8s.io/pvc/namespace=shop",
+	dataset := d.ctlJSON("create-volume", "data", "--size", "64Mi", "--param", "csi.storage.k8s.io/pvc/namespace=shop",
 		"--param", "csi.storage.k8s.io/pvc/name=data")
 	datasetID, _ := jsonField(dataset, "volume", "volume_id").(string)
-	block := d.ctlJSON("create-volume", "raw", "--size", "32M", "--block")
+	block := d.ctlJSON("create-volume", "raw", "--size", "32Mi", "--block")
 	blockID, _ := jsonField(block, "volume", "volume_id").(string)
 	held := d.createVolume(volumeRequest("held", 32<<20, mountCap(""), nil))
 	d.ctlJSON("create-snapshot", "keep-me", held.GetVolumeId())
@@ -351,7 +351,7 @@ func TestOperatorDoctorFindsDatasetsMissingTheirMarkers(t *testing.T) {
 		expectFinding(t, parent, t.TempDir(), "missing-marker", parent+"/orphan")
 	})
 	t.Run("a zvol mounted as ext4 that lost its fstype", func(t *testing.T) {
-		volume := d.ctlJSON("create-volume", "formatted", "--size", "64M", "--fs-type", "ext4")
+		volume := d.ctlJSON("create-volume", "formatted", "--size", "64Mi", "--fs-type", "ext4")
 		volumeID, _ := jsonField(volume, "volume", "volume_id").(string)
 		staging := filepath.Join(t.TempDir(), "staging")
 		d.ctlJSON("stage", volumeID, staging)

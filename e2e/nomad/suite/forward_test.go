@@ -37,7 +37,7 @@ func testForwarding(t *testing.T, e *env) {
 	e.onNode(t, e.peer, ds, true)
 
 	t.Run("node-a's daemon expands node-b's volume", func(t *testing.T) {
-		out := must(t, "zfs-csi", "ctl", "expand-volume", v.ExternalID, "--size", "128M")
+		out := must(t, "zfs-csi", "ctl", "expand-volume", v.ExternalID, "--size", "128Mi")
 		t.Log(strings.TrimSpace(out))
 		e.peerProperty(t, ds, "refquota", "134217728")
 	})
