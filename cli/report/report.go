@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/zfs-csi/zfs-csi/cli/ctl"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
@@ -57,10 +58,10 @@ func operatorFlags(flags *flag.FlagSet, stdout io.Writer) (finish func() (*opera
 		case "json":
 			op.json = true
 		default:
-			return nil, fmt.Errorf("-o %q: use table or json", *output)
+			return nil, usageError(flags, fmt.Errorf("-o %q: use table or json", *output))
 		}
 		if flags.NArg() > 0 {
-			return nil, fmt.Errorf("unexpected arguments %q", flags.Args())
+			return nil, usageError(flags, fmt.Errorf("unexpected arguments %q", flags.Args()))
 		}
 		op.zfs = zfs.NewExec(zfs.ExecConfig{})
 		return op, nil
@@ -71,16 +72,28 @@ func operatorFlags(flags *flag.FlagSet, stdout io.Writer) (finish func() (*opera
 // command's own flags.
 func parseOperator(name string, args []string, stdout, stderr io.Writer, extra func(*flag.FlagSet)) (*operator, error) {
 	flags := flag.NewFlagSet("zfs-csi "+name, flag.ContinueOnError)
-	flags.SetOutput(stderr)
 	finish := operatorFlags(flags, stdout)
 	if extra != nil {
 		extra(flags)
 	}
-	if err := flags.Parse(args); err != nil {
+	usage := func() {
+		fmt.Fprintf(stderr, "usage: %s [FLAGS] (each also read from the variable in brackets, else the daemon's configuration file)\n", flags.Name())
+		flags.SetOutput(stderr)
+		flags.PrintDefaults()
+	}
+	if err := ctl.ParseFlags(flags, args, usage, helpLine(flags)); err != nil {
 		return nil, err
 	}
 	return finish()
 }
+
+// usageError is a wrong command line: the problem and one line that points
+// to -h; the command exits ctl.ExitUsage.
+func usageError(flags *flag.FlagSet, err error) error {
+	return ctl.UsageError{Err: err, Help: helpLine(flags)}
+}
+
+func helpLine(flags *flag.FlagSet) string { return flags.Name() + " -h lists the flags" }
 
 // runReport runs a report that takes only the flags every operator command takes.
 func runReport(name string, args []string, stdout, stderr io.Writer, report func(*operator) error) error {
