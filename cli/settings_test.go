@@ -55,6 +55,8 @@ func badSettings(t *testing.T) []badSetting {
 		{flag: "peer", value: "node-b=storage.example:https"},
 		{flag: "peer-address-template", value: "storage.example:7443"},
 		{flag: "peer-max-streams", value: "-1"},
+		{flag: "allow-moves", value: "maybe"},
+		{flag: "operator-socket", value: "tcp://127.0.0.1:1"},
 
 		{command: "nomad-bridge", flag: "nomad-data-dir", value: "relative/nomad"},
 		{command: "nomad-bridge", flag: "nomad-namespace", value: ""},

@@ -49,6 +49,9 @@ type options struct {
 	metricsWebConfig string
 	// peer is the channel between daemons (peer.go); off unless configured.
 	peer peer.Config
+	// operatorSocket serves the operator's acts (operator.go); "" for
+	// operator.sock beside the CSI socket.
+	operatorSocket string
 }
 
 // Flags is the daemon's flag set, for the help and the manual page, which
@@ -99,7 +102,8 @@ func declareFlags(opts *options) (flags *flag.FlagSet, rules []envflag.Rule, com
 	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
 	peerRules, completePeer := declarePeerFlags(flags, &opts.peer)
-	rules = slices.Concat(driverRules, settingRules(opts), peerRules)
+	operatorRules := declareOperatorFlags(flags, &opts.AllowMoves, &opts.operatorSocket)
+	rules = slices.Concat(driverRules, settingRules(opts), peerRules, operatorRules)
 	return flags, rules, func() error {
 		if err := completeConfig(envflag.Environment()); err != nil {
 			return err
@@ -109,7 +113,7 @@ func declareFlags(opts *options) (flags *flag.FlagSet, rules []envflag.Rule, com
 		if err := completePeer(opts.NodeID); err != nil {
 			return envflag.ConfigError{Err: err}
 		}
-		return nil
+		return checkOperatorSocket(opts.endpoint, opts.operatorSocket, opts.node.PathRoots)
 	}
 }
 
@@ -199,6 +203,11 @@ func Run(version string, args []string, stderr io.Writer) error {
 	if err := server.Listen(opts.endpoint); err != nil {
 		return err
 	}
+	operator, err := startOperator(log, csiPlugin, opts.endpoint, opts.operatorSocket, telemetry.interceptors()...)
+	if err != nil {
+		server.Stop(ctx)
+		return err
+	}
 	kubelet, err := startKubelet(log, opts, csiPlugin.Services, telemetry.interceptors()...)
 	if err != nil {
 		server.Stop(ctx)
@@ -225,6 +234,7 @@ func Run(version string, args []string, stderr io.Writer) error {
 		if peers != nil {
 			peers.Stop(stopCtx)
 		}
+		operator.Stop(stopCtx)
 		stopServing(stopCtx, log, kubelet, server)
 	}()
 	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).

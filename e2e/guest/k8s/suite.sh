@@ -84,7 +84,12 @@ step_driver() {
 	set_option ZFS_CSI_KUBERNETES true
 	set_option ZFS_CSI_NODE_ID "$NODE"
 	set_option ZFS_CSI_LOG_LEVEL debug
+	set_option ZFS_CSI_ALLOW_MOVES true
 	peer_channel || return 1
+	# The daemon refuses a kubelet directory that does not exist (a wrong
+	# --kubelet-dir would leave kubelet without the plugin): make it first,
+	# as kubelet's package does on a real node.
+	mkdir -p /var/lib/kubelet
 	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
 	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
 }
