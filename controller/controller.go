@@ -44,6 +44,9 @@ type Server struct {
 	// inUse says whether this host shows a volume mounted (the node's
 	// mount table; pulls.go); nil: cannot tell.
 	inUse func(dataset string) (bool, error)
+	// contentOf says what a zvol holds as blkid names it (adopt.go); nil:
+	// cannot tell.
+	contentOf func(ctx context.Context, dataset string) (string, error)
 	// pullIdle is how long a pull goes on with no call asking for it
 	// before it is abandoned and what it received removed (remote.go).
 	pullIdle time.Duration

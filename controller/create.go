@@ -444,6 +444,9 @@ func (s *Server) lookupSource(ctx context.Context, sourceID string, fromSnap, cr
 		if err != nil {
 			return nil, err
 		}
+		if s.owner.Retained(row) {
+			return nil, retainedRefusal(row.Name, "clones and copies")
+		}
 		return &source{volume: row.Name, zvol: row.Type == zfs.Volume, fsType: row.User[s.props.FSType], size: capacity(row),
 			blockSize: row.VolBlockSize, encrypted: row.KeyStatus != ""}, nil
 	}

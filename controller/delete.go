@@ -49,8 +49,10 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	case err != nil:
 		return nil, err
 	case result.Outcome == zfs.NotOwned:
-		// Already marked deleted, or not ours: either way nothing to do here.
-		return &csi.DeleteVolumeResponse{}, nil
+		// Already marked deleted, or not ours: either way nothing to do
+		// here; unless it is data an operator adopted to keep, which the
+		// guard never lets a destroy touch: the driver forgets it instead.
+		return &csi.DeleteVolumeResponse{}, s.forgetRetained(ctx, dataset)
 	case result.Outcome == zfs.Blocked:
 		// Nothing was destroyed; an operator must act before a retry can.
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", driver.Bounded(req.GetVolumeId()), result.Reason)
@@ -101,4 +103,18 @@ func (s *Server) destroyVolume(ctx context.Context, dataset string) (zfs.Destroy
 		}
 		delay *= 2
 	}
+}
+
+// forgetRetained releases a volume adopted in retain mode that DeleteVolume
+// was asked to delete: its data stays, the driver's marks go.
+func (s *Server) forgetRetained(ctx context.Context, dataset string) error {
+	row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All())
+	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.owner.Retained(row)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.release(ctx, row)
+	return err
 }

@@ -116,5 +116,9 @@ func (s *Server) openVolume(ctx context.Context, volumeID string) (row zfs.Datas
 		release()
 		return zfs.Dataset{}, nil, err
 	}
+	if s.owner.Retained(row) {
+		release()
+		return zfs.Dataset{}, nil, retainedRefusal(row.Name, "expansion and property changes")
+	}
 	return row, release, nil
 }

@@ -2,9 +2,14 @@ package controller
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zfs-csi/zfs-csi/driver"
 )
@@ -20,7 +25,70 @@ var OperatorServiceDesc = grpc.ServiceDesc{
 	Methods: []grpc.MethodDesc{
 		{MethodName: driver.OperatorMoveRound, Handler: moveHandler(false)},
 		{MethodName: driver.OperatorMoveFinal, Handler: moveHandler(true)},
+		{MethodName: driver.OperatorAdopt, Handler: operatorHandler(driver.OperatorAdopt, (*Server).adoptFields)},
+		{MethodName: driver.OperatorRelease, Handler: operatorHandler(driver.OperatorRelease, (*Server).releaseFields)},
 	},
+}
+
+// operatorHandler serves a method whose request is string fields and whose
+// answer is a csi.Volume.
+func operatorHandler(method string, call func(*Server, context.Context, pullsFields) (*csi.Volume, error)) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return func(srv any, ctx context.Context, decode func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		in := new(structpb.Struct)
+		if err := decode(in); err != nil {
+			return nil, err
+		}
+		handle := func(ctx context.Context, req any) (any, error) {
+			fields, err := stringFields(req.(*structpb.Struct))
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+			}
+			return call(srv.(*Server), ctx, fields)
+		}
+		if interceptor == nil {
+			return handle(ctx, in)
+		}
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + driver.OperatorService + "/" + method}, handle)
+	}
+}
+
+// adoptFields is Adopt from the operator's request.
+func (s *Server) adoptFields(ctx context.Context, fields pullsFields) (*csi.Volume, error) {
+	for name := range fields {
+		switch name {
+		case driver.AdoptDataset, driver.AdoptName, driver.AdoptMode, driver.AdoptRename, driver.AdoptParent,
+			driver.AdoptFSType, driver.AdoptSize, driver.AdoptKeyFromSecrets:
+		default:
+			return nil, invalid("unknown field %q", driver.Bounded(name))
+		}
+	}
+	req := AdoptRequest{Dataset: fields[driver.AdoptDataset], Name: fields[driver.AdoptName], Rename: fields.flag(driver.AdoptRename),
+		Parent: fields[driver.AdoptParent], FSType: fields[driver.AdoptFSType], KeyFromSecrets: fields.flag(driver.AdoptKeyFromSecrets)}
+	switch fields[driver.AdoptMode] {
+	case "retain":
+		req.Retain = true
+	case "own":
+	default:
+		return nil, invalid("mode %q: choose retain (served, never destroyed) or own (a volume like any other)", driver.Bounded(fields[driver.AdoptMode]))
+	}
+	if size := fields[driver.AdoptSize]; size != "" {
+		var err error
+		if req.Size, err = strconv.ParseUint(size, 10, 64); err != nil {
+			return nil, invalid("size %q is not a number of bytes", driver.Bounded(size))
+		}
+	}
+	if req.Dataset == "" || strings.ContainsAny(req.Dataset, "@#") {
+		return nil, invalid("dataset %q: name a filesystem or a zvol", driver.Bounded(req.Dataset))
+	}
+	return s.Adopt(ctx, req)
+}
+
+// releaseFields is Release from the operator's request.
+func (s *Server) releaseFields(ctx context.Context, fields pullsFields) (*csi.Volume, error) {
+	if len(fields) != 1 || fields[driver.ReleaseVolumeID] == "" {
+		return nil, invalid("release takes one field, %s", driver.ReleaseVolumeID)
+	}
+	return s.Release(ctx, fields[driver.ReleaseVolumeID])
 }
 
 func moveHandler(final bool) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {

@@ -217,9 +217,13 @@ func (s *Server) checkStopped(dataset string) error {
 	return nil
 }
 
-// UseMountCheck tells the controller how to learn whether this host uses a
-// volume (the node's mount table). Call before serving.
-func (s *Server) UseMountCheck(inUse func(dataset string) (bool, error)) { s.inUse = inUse }
+// UseHost tells the controller how to learn whether this host uses a
+// volume (the node's mount table and open devices) and what a zvol holds
+// (blkid): what a move's final round, adoption and release ask. Call
+// before serving.
+func (s *Server) UseHost(inUse func(dataset string) (bool, error), contentOf func(ctx context.Context, dataset string) (string, error)) {
+	s.inUse, s.contentOf = inUse, contentOf
+}
 
 // endPull ends a pull of one of this node's volumes: its rounds go, and for
 // a move the volume itself, once the puller proved it received the last

@@ -99,7 +99,7 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	}
 	switch result.Outcome {
 	case zfs.NotOwned:
-		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
+		return nil, s.notSnapshotted(ctx, req.GetSourceVolumeId(), snapshot[:strings.IndexByte(snapshot, '@')])
 	case zfs.Taken:
 		return nil, takenElsewhere(req.GetName(), result.Snapshot.Name)
 	}
@@ -148,6 +148,9 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	}
 	if source == nil {
 		return nil, volumeNotFound(req.GetSourceVolumeId(), zfs.ErrNotFound)
+	}
+	if s.owner.Retained(*source) {
+		return nil, retainedRefusal(source.Name, "snapshots")
 	}
 	if !s.noGuardedSnapshots.Load() {
 		// The listing found the name free everywhere: the program needs no
@@ -316,4 +319,20 @@ func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
 		GroupSnapshotId:    s.groupOf(row),
 	}
+}
+
+// notSnapshotted answers a snapshot the guard refused: the volume is not a
+// live one of ours, or it is data adopted to keep as it is.
+func (s *Server) notSnapshotted(ctx context.Context, volumeID, dataset string) error {
+	if row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All()); err == nil && s.owner.Retained(row) {
+		return retainedRefusal(dataset, "snapshots")
+	}
+	return volumeNotFound(volumeID, zfs.ErrNotFound)
+}
+
+// retainedRefusal is the answer to what a volume adopted in retain mode is
+// never given: snapshots, clones, expansion, property changes.
+func retainedRefusal(dataset, what string) error {
+	return status.Errorf(codes.FailedPrecondition, "volume %s is data an operator adopted to keep as it is (retain mode): %s are refused; "+
+		"adopt it in own mode for them", dataset, what)
 }

@@ -13,6 +13,25 @@ const (
 	// the final round once it stopped.
 	OperatorMoveRound = "MoveRound"
 	OperatorMoveFinal = "MoveFinal"
+	// OperatorAdopt takes existing data under the driver and OperatorRelease
+	// gives a volume back (controller/adopt.go). Their requests and answers
+	// are google.protobuf.Struct with the Adopt… field names; the answer of
+	// both is a csi.Volume.
+	OperatorAdopt   = "Adopt"
+	OperatorRelease = "Release"
+)
+
+// Field names of OperatorAdopt's and OperatorRelease's requests (strings).
+const (
+	AdoptDataset        = "dataset"
+	AdoptName           = "name"
+	AdoptMode           = "mode" // "retain" or "own"
+	AdoptRename         = "rename"
+	AdoptParent         = "parent"
+	AdoptFSType         = "fs_type"
+	AdoptSize           = "size"
+	AdoptKeyFromSecrets = "key_from_secrets"
+	ReleaseVolumeID     = "volume_id"
 )
 
 // OperatorEndpoint is where the operator's socket is: operator when given,

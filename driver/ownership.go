@@ -115,7 +115,19 @@ func NewOwner(cfg Config) Owner { return Owner{cfg: cfg, props: NewUserProps(cfg
 // Marked reports whether a filesystem or volume carries the managed mark:
 // the driver made it, live or deleted.
 func (o Owner) Marked(row zfs.Dataset) bool {
-	return row.Type != zfs.Snapshot && o.cfg.OwnedDataset(row.Name) && row.User[o.props.Managed] == "true"
+	managed := row.User[o.props.Managed]
+	return row.Type != zfs.Snapshot && o.cfg.OwnedDataset(row.Name) && (managed == "true" || managed == ManagedRetained)
+}
+
+// ManagedRetained is the managed mark of data an operator adopted to be
+// served and kept: the driver stages, publishes and reports it, but never
+// destroys, snapshots, clones or grows it. Every guarded change asks for the
+// mark "true" (VolumeGuard), so ZFS itself refuses those on it.
+const ManagedRetained = "retain"
+
+// Retained reports whether a row is a live volume adopted in retain mode.
+func (o Owner) Retained(row zfs.Dataset) bool {
+	return o.LiveVolume(row) && row.User[o.props.Managed] == ManagedRetained
 }
 
 // LiveVolume reports whether a row is a volume this driver made and has not

@@ -30,10 +30,14 @@ type UserProps struct {
 	// PullFor is on a pull's round snapshots on the source's node: the node
 	// and the dataset that pull makes ("node:dataset"), so that the rounds
 	// of one pull, and only those, go when it ends.
-	PullFor      string
-	PVCName      string
-	PVCNamespace string
-	PVName       string
+	PullFor string
+	// Adopted is on a volume an operator adopted (retain or own), and
+	// AdoptedMountpoint its mountpoint before, which release gives back.
+	Adopted           string
+	AdoptedMountpoint string
+	PVCName           string
+	PVCNamespace      string
+	PVName            string
 }
 
 // NewUserProps derives the property names from the driver name.
@@ -43,7 +47,7 @@ func NewUserProps(driverName string) UserProps {
 		prefix: p, Managed: p + "managed", CSIName: p + "csi-name", ParamsHash: p + "params", FSType: p + "fstype",
 		Source: p + "source", Deleted: p + "deleted", SnapshotName: p + "snapshot-name", Internal: p + "internal", Size: p + "size",
 		Group: p + "group", GroupMembers: p + "group-members", Snapshotting: p + "snapshotting", Pulled: p + "pulled",
-		PullFor: p + "pull-for",
+		PullFor: p + "pull-for", Adopted: p + "adopted", AdoptedMountpoint: p + "adopted-mountpoint",
 		PVCName: p + "pvc-name", PVCNamespace: p + "pvc-namespace", PVName: p + "pv-name",
 	}
 }
@@ -51,7 +55,7 @@ func NewUserProps(driverName string) UserProps {
 // All lists every property, for reads that need them.
 func (u UserProps) All() []string {
 	return []string{u.Managed, u.CSIName, u.ParamsHash, u.FSType, u.Source, u.Deleted, u.SnapshotName,
-		u.Internal, u.Size, u.Group, u.PullFor, u.PVCName, u.PVCNamespace, u.PVName}
+		u.Internal, u.Size, u.Group, u.PullFor, u.Adopted, u.AdoptedMountpoint, u.PVCName, u.PVCNamespace, u.PVName}
 }
 
 // Owns reports whether a property name is in the driver's namespace.

@@ -43,7 +43,7 @@ func New(cfg driver.Config, z zfs.Interface, mounter node.Mounter, log zerolog.L
 	ready := func(ctx context.Context) error { return inventory.CheckParents(ctx, z, cfg) }
 	nodeService := node.New(cfg, z, mounter, log, nodeOptions)
 	// A move's final round asks whether this host still uses the volume.
-	controllerService.UseMountCheck(nodeService.InUse)
+	controllerService.UseHost(nodeService.InUse, nodeService.ContentOf)
 	return &Plugin{Controller: controllerService, cfg: cfg, zfs: z, Services: driver.Services{
 		Identity:         driver.NewIdentity(cfg, log, ready, true),
 		Controller:       controllerService,

@@ -201,6 +201,18 @@ func (e *Exec) Set(ctx context.Context, name string, properties map[string]strin
 	return err
 }
 
+// Inherit runs `zfs inherit <property> <name>`.
+func (e *Exec) Inherit(ctx context.Context, name, property string) error {
+	if err := checkNames(name); err != nil {
+		return err
+	}
+	if property == "" || strings.ContainsAny(property, "=\t\n ") || strings.HasPrefix(property, "-") {
+		return fmt.Errorf("zfs: %q is not a property: %w", property, ErrInvalid)
+	}
+	_, err := e.zfs(ctx, "inherit", property, name)
+	return err
+}
+
 // change runs `zfs <args…> -o k=v … <names…>`, the shape of create, clone
 // and snapshot.
 func (e *Exec) change(ctx context.Context, args []string, properties map[string]string, names ...string) error {

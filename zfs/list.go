@@ -94,6 +94,12 @@ func listArgs(opts ListOptions) ([]string, error) {
 	if opts.Provenance {
 		columns += "," + provenanceColumns
 	}
+	for _, prop := range opts.Native {
+		if prop == "" || strings.ContainsAny(prop, ":,=\t\n ") {
+			return nil, fmt.Errorf("zfs: %q is not a native property: %w", prop, ErrInvalid)
+		}
+		columns += "," + prop
+	}
 	for _, prop := range opts.UserProps {
 		if !strings.Contains(prop, ":") || strings.ContainsAny(prop, ",=\t\n") {
 			return nil, fmt.Errorf("zfs: %q is not a user property: %w", prop, ErrInvalid)
@@ -183,6 +189,8 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 	if opts.Provenance {
 		native, columns = native+provenanceCount, columns+","+provenanceColumns
 	}
+	extra := native
+	native += len(opts.Native)
 	userProps := opts.UserProps
 	if want := native + len(userProps); len(fields) != want {
 		return Dataset{}, fmt.Errorf("%d columns, want %d (a value with a tab or newline?)", len(fields), want)
@@ -210,8 +218,14 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 		d.UsedBySnapshots = r.number(datasetColumnCount)
 		d.CompressRatio = r.ratio(datasetColumnCount + 1)
 	}
+	if len(opts.Native) > 0 {
+		d.Native = make(map[string]string, len(opts.Native))
+		for i, prop := range opts.Native {
+			d.Native[prop] = fields[extra+i]
+		}
+	}
 	if opts.Crypto {
-		at := native - cryptoColumnCount
+		at := extra - cryptoColumnCount
 		if opts.Provenance {
 			at -= provenanceCount
 		}
@@ -219,9 +233,9 @@ func parseDataset(fields []string, opts ListOptions) (Dataset, error) {
 		d.EncryptionRoot = r.text(at + 1)
 	}
 	if opts.Provenance {
-		d.GUID = r.number(native - provenanceCount)
-		d.Written = r.number(native - provenanceCount + 1)
-		d.CreateTxg = r.number(native - provenanceCount + 2)
+		d.GUID = r.number(extra - provenanceCount)
+		d.Written = r.number(extra - provenanceCount + 1)
+		d.CreateTxg = r.number(extra - provenanceCount + 2)
 	}
 	if r.err != nil {
 		return Dataset{}, fmt.Errorf("dataset %s: %w", d.Name, r.err)

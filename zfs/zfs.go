@@ -79,6 +79,8 @@ type Dataset struct {
 	// User holds the requested user properties that have a value (set here or
 	// inherited); unset ones are absent.
 	User map[string]string
+	// Native holds the native properties ListOptions.Native asked for.
+	Native map[string]string
 }
 
 // Pool is one row of `zpool list -H -p`.
@@ -144,6 +146,9 @@ type ListOptions struct {
 	// Provenance also reads guid and written: what proves that a snapshot
 	// received elsewhere is this one, and that nothing was written since.
 	Provenance bool
+	// Native are other native properties to read into Dataset.Native, as
+	// zfs prints them ("-" where one does not apply).
+	Native []string
 }
 
 // CopyOptions are the options of Interface.Copy.
@@ -172,6 +177,9 @@ type Interface interface {
 	Destroy(ctx context.Context, name string, opts DestroyOptions) error
 	// Set sets properties of a dataset or snapshot in one command.
 	Set(ctx context.Context, name string, properties map[string]string) error
+	// Inherit removes a property set on a dataset (`zfs inherit`): a user
+	// property goes, a native one takes its inherited or default value.
+	Inherit(ctx context.Context, name, property string) error
 	// List reports datasets as selected by opts. The order is zfs's own
 	// (all roots merged, snapshots after their dataset): callers that need an
 	// order sort the rows themselves.

@@ -41,6 +41,11 @@ var commands = map[string]command{
 			capabilityFlags(flags, r)
 			paramFlags(flags, r)
 		}},
+	"adopt": {usage: "DATASET NAME --mode retain|own [--rename] [--parent P] [--size 10Gi] [--block | --fs-type ext4] [--key-from-secrets]",
+		summary: "takes an existing dataset or zvol under the driver as volume NAME, on the operator's socket; prints the volume (its ID and volume_context for a static PersistentVolume or nomad volume register)",
+		args:    2, call: adopt, operator: true, flags: adoptFlags},
+	"release": {usage: "VOLUME_ID", summary: "gives a volume back to the operator, on the operator's socket: the driver's marks go, the data stays",
+		args: 1, call: release, operator: true},
 	"delete-volume": {usage: "VOLUME_ID", summary: "DeleteVolume", args: 1,
 		call: func(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 			return c.controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.args[0]})

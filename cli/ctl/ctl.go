@@ -64,6 +64,7 @@ type request struct {
 	maxEntries     int
 	startingOffset int64
 	startingToken  string
+	adopt          adoption
 }
 
 // clients holds the service clients of one connection.

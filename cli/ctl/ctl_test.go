@@ -356,3 +356,19 @@ func TestCtlReportsHealth(t *testing.T) {
 		}
 	}
 }
+
+func TestCtlAdoptsAndReleasesExistingDataOnTheOperatorsSocket(t *testing.T) {
+	h := newCtlHarness(t)
+	if err := h.fixture.Fake.Create(context.Background(), "tank/db", zfs.CreateOptions{Properties: map[string]string{"refquota": "1073741824"}}); err != nil {
+		t.Fatal(err)
+	}
+	adopted := h.ctl("adopt", "tank/db", "db", "--mode", "retain", "--rename")
+	volume, _ := adopted["volume_id"].(string)
+	if volume != plugintest.NodeID+":tank/csi/db" || adopted["volume_context"].(map[string]any)["kind"] != "dataset" {
+		t.Errorf("adopt printed %v", adopted)
+	}
+	released := h.ctl("release", volume)
+	if released["volume_id"] != volume || h.fixture.Fake.Property("tank/csi/db", h.fixture.Props.Managed) != "" {
+		t.Errorf("release printed %v; the managed mark is %q", released, h.fixture.Fake.Property("tank/csi/db", h.fixture.Props.Managed))
+	}
+}

@@ -371,6 +371,58 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 	return nil
 }
 
+// Inherit implements Interface: the property's local value goes; a
+// property zfs does not know, or one that cannot be inherited, is refused
+// as zfs refuses it.
+func (f *Fake) Inherit(ctx context.Context, name, property string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Inherit"); err != nil {
+		return err
+	}
+	d, ok := f.datasets[name]
+	if !ok {
+		return f.fail("inherit", name, zfs.ErrNotFound)
+	}
+	if !strings.Contains(property, ":") {
+		if types, known := fakeNativeProps[property]; !known || !hasType(types, d.typ) || createOnlyProps[property] || fakeSizeProps[property] {
+			return f.fail("inherit", name, zfs.ErrInvalid)
+		}
+	}
+	props := copyProps(d.props)
+	delete(props, property)
+	d.props = props
+	return nil
+}
+
+// nativeValue is a native property as zfs get prints it: set here or
+// inherited, else ZFS's default (a filesystem's mountpoint is /<name>
+// below an inherited one), "-" where it does not apply.
+func (f *Fake) nativeValue(d *fakeDataset, prop string) string {
+	if prop != "mountpoint" {
+		if value := f.inherited(d, prop); value != "" {
+			return value
+		}
+		return "-"
+	}
+	if d.typ != zfs.Filesystem {
+		return "-"
+	}
+	for name, below := d.name, ""; ; {
+		if value := f.datasets[name].props["mountpoint"]; value != "" {
+			if value == "legacy" || value == "none" {
+				return value
+			}
+			return strings.TrimSuffix(value, "/") + below
+		}
+		slash := strings.LastIndexByte(name, '/')
+		if slash < 0 {
+			return "/" + d.name
+		}
+		below, name = name[slash:]+below, name[:slash]
+	}
+}
+
 // List implements Interface.
 func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, error) {
 	f.mu.Lock()
@@ -418,6 +470,12 @@ func (f *Fake) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, e
 			}
 			if opts.Provenance {
 				row.GUID, row.Written, row.CreateTxg = d.guidOf(), d.written, d.createTxg
+			}
+			for _, prop := range opts.Native {
+				if row.Native == nil {
+					row.Native = map[string]string{}
+				}
+				row.Native[prop] = f.nativeValue(d, prop)
 			}
 			if opts.Space {
 				// The fake neither compresses nor overwrites: snapshots hold
