@@ -167,11 +167,11 @@ func headingAnchors(markdown string) []string {
 }
 
 // TestNomadVolumeSpecsTakeTheirNodeFromTheReader: the shipped volume specs
-// name their client @NODE@, and README's Nomad step fills it in with the
+// name their client @NODE@, and docs/nomad.md's step fills it in with the
 // same sed for each (nomad volume create takes no variables); after the
 // sed no placeholder is left.
 func TestNomadVolumeSpecsTakeTheirNodeFromTheReader(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/nomad.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +182,98 @@ func TestNomadVolumeSpecsTakeTheirNodeFromTheReader(t *testing.T) {
 	for _, spec := range specs {
 		command := `sed "s/@NODE@/$NODE/" ` + filepath.Base(spec) + ` | nomad volume create -`
 		if !strings.Contains(string(readme), command) {
-			t.Errorf("README.md does not create %s with %q", filepath.Base(spec), command)
+			t.Errorf("docs/nomad.md does not create %s with %q", filepath.Base(spec), command)
 		}
 		cmd := exec.Command("bash", "-c", strings.TrimSuffix(command, " | nomad volume create -"))
 		cmd.Dir, cmd.Env = filepath.Dir(spec), append(os.Environ(), "NODE=host-1")
 		out, err := cmd.Output()
 		if err != nil || strings.Contains(string(out), "@NODE@") || !strings.Contains(string(out), `"zfs.csi.dev/node" = "host-1"`) {
-			t.Errorf("%s after the README's sed (%v): placeholder left or node missing:\n%s", spec, err, out)
+			t.Errorf("%s after docs/nomad.md's sed (%v): placeholder left or node missing:\n%s", spec, err, out)
 		}
+	}
+}
+
+// The README is the front door: what the driver is, the support matrix,
+// the install, a first step on each orchestrator, and links. Everything
+// else has its page in docs/, and a README that grows past a few screens
+// has taken in what belongs there.
+func TestTheReadmeFitsOnAFewScreens(t *testing.T) {
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(text), "\n"); lines > 150 {
+		t.Errorf("README.md has %d lines, want at most 150: move what a reader needs later to docs/ and link it", lines)
+	}
+}
+
+// The README's "as CI runs them" is what .ci/run runs, command for command.
+func TestTheReadmesTestCommandsAreCIs(t *testing.T) {
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run []string
+	for _, line := range strings.Split(string(ci), "\n") {
+		if strings.HasPrefix(line, "make ") {
+			run = append(run, line)
+		}
+	}
+	if shown := readmeBlock(t, "fakes, then real ZFS in the guest ([docs/testing.md](docs/testing.md)):"); !slices.Equal(shown, run) || len(run) == 0 {
+		t.Errorf("README.md shows %q as CI's tests, .ci/run runs %q", shown, run)
+	}
+}
+
+// TestTheReadmesKubernetesCommandsRunAsWritten runs README's Kubernetes
+// block line by line as an administrator pastes it, with sudo, sudoedit,
+// systemctl and kubectl standing in: the edit its comment names lands in
+// the packaged configuration file, and what kubectl applies is what the
+// package installs under examples/ (packaging/kubernetes here).
+func TestTheReadmesKubernetesCommandsRunAsWritten(t *testing.T) {
+	examples, err := filepath.Abs("packaging/kubernetes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "zfs-csi")
+	packaged, err := os.ReadFile("packaging/default/zfs-csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, packaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "log")
+	stubs := map[string]string{
+		"sudo":      `exec "$@"`,
+		"sudoedit":  `[[ $1 == /etc/default/zfs-csi ]] || exit 1; printf '%s\n' "$README_EDIT" >>"$CONFIG"`,
+		"systemctl": `echo "systemctl $*" >>"$LOG"`,
+		"kubectl": `echo "kubectl $*" >>"$LOG"
+case "$*" in
+"apply -f /usr/share/doc/zfs-csi/examples/kubernetes/"*) ls "$EXAMPLES${3#/usr/share/doc/zfs-csi/examples/kubernetes}"/*.yaml >/dev/null ;;
+"-n zfs-csi get csistoragecapacity") ;;
+*) exit 1 ;;
+esac`,
+	}
+	for name, body := range stubs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/bash\nset -euo pipefail\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, line := range readmeBlock(t, "## Kubernetes") {
+		_, edit, _ := strings.Cut(line, "# ")
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", line)
+		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "CONFIG="+config, "LOG="+log, "EXAMPLES="+examples, "README_EDIT="+edit)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("README.md's %q: %v\n%s", line, err, out)
+		}
+	}
+	edited, _ := os.ReadFile(config)
+	if !strings.Contains(string(edited), "\nZFS_CSI_KUBERNETES=true\n") {
+		t.Errorf("README.md's Kubernetes block does not turn on Kubernetes mode in the configuration file:\n%s", edited)
+	}
+	ran, _ := os.ReadFile(log)
+	if want := "systemctl restart zfs-csi\n"; !strings.Contains(string(ran), want) {
+		t.Errorf("README.md's Kubernetes block ran\n%s\nwant the daemon restarted after the edit", ran)
 	}
 }

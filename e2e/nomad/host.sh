@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # host.sh — the host side of make e2e-nomad, sourced by e2e/run.sh (mode
 # nomad). nomad_prepare DIR lays out what the two hosts need in the share (DIR
-# is share/nomad): the nomad binary, the shipped packaging/nomad files, README.md
+# is share/nomad): the nomad binary, the shipped packaging/nomad files, docs/nomad.md
 # and the scenario binary. run.sh's peer_start boots the second guest (node-b)
 # beside the one run_guest boots (node-a); peer_stop waits for it to power off.
 
@@ -17,8 +17,8 @@ nomad_prepare() {
 	bin="$("$NOMAD_DIR/build-nomad.sh")" || die "cannot build Nomad $NOMAD_VERSION"
 	install -m 0755 "$bin" "$dir/nomad"
 	cp "$REPO"/packaging/nomad/*.hcl "$dir/specs/"
-	# The guests run README's Nomad commands as they are written.
-	cp "$REPO/README.md" "$dir/README.md"
+	# The guests run docs/nomad.md's setup commands as they are written.
+	cp "$REPO/docs/nomad.md" "$dir/nomad.md"
 	peer_certs "$dir/peer" node-a node-b || die "cannot make the peer channel's certificates"
 	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
 	(cd "$REPO" && CGO_ENABLED=0 go test -c -o "$dir/nomad.test" ./e2e/nomad/suite) ||

@@ -10,7 +10,7 @@
 #
 # Each is set up the way README.md tells an administrator: its own pool and
 # parent dataset, our .deb with the host name as node ID, a Nomad agent with
-# ACLs enabled, and README's "Nomad" commands (its ```sh blocks) run as they
+# ACLs enabled, and docs/nomad.md's setup commands (its ```sh blocks) run as they
 # are written: a's after bootstrapping ACLs, on both clients the bridge's
 # token (which a creates and hands b through the share), client.hcl and
 # zfs-csi-nomad.service. Results of b go to results/b.
@@ -35,7 +35,7 @@ PEER_DIR=/etc/zfs-csi/peer
 POOL=tank
 WORK=/tmp/e2e-nomad
 DONE=$SHARE/results/scenarios-done
-# What a hands b: the bridge's token, as README step 2 makes it. Test-only:
+# What a hands b: the bridge's token, as docs/nomad.md step 2 makes it. Test-only:
 # a real cluster copies it to each client by its own means.
 HANDOFF=$SHARE/results/handoff
 MANAGEMENT_TOKEN_FILE=/root/nomad-management.token
@@ -127,26 +127,26 @@ HCL
 
 peer_interface() { ls /sys/class/net | grep -v '^lo$' | head -1; }
 
-# readme_block N prints the Nth ```sh block of README.md's "Nomad" section,
+# readme_block N prints the Nth ```sh block of docs/nomad.md's "Setting it up",
 # one command a line.
 readme_block() {
 	awk -v want="$1" '
-		/^## / { in_section = ($0 == "## Nomad") }
+		/^## / { in_section = ($0 == "## Setting it up") }
 		in_section && /^ *```sh$/ { n++; in_block = (n == want); next }
 		in_block && /^ *```$/ { in_block = 0; next }
 		in_block { sub(/^ +/, ""); if ($0 != "") print }
-	' "$NOMAD/README.md"
+	' "$NOMAD/nomad.md"
 }
 
-# run_readme N DIR runs README's Nth Nomad block in DIR, each command as
+# run_readme N DIR runs docs/nomad.md's Nth setup block in DIR, each command as
 # written. `nomad plugin status` is asked again until it answers: Nomad
 # registers the plugin once an allocation's probe succeeds.
 run_readme() {
 	local n="$1" dir="$2" line commands
 	commands="$(readme_block "$n")"
-	[[ -n $commands ]] || { fail "README.md's Nomad section has no sh block $n"; return 1; }
+	[[ -n $commands ]] || { fail "docs/nomad.md's setup has no sh block $n"; return 1; }
 	while IFS= read -r line; do
-		say "README Nomad block $n: $line"
+		say "docs/nomad.md block $n: $line"
 		if [[ $line == "nomad plugin status "* ]]; then
 			local deadline=$((SECONDS + 300))
 			until (cd "$dir" && bash -c "$line" >/dev/null 2>&1); do
@@ -154,11 +154,11 @@ run_readme() {
 				sleep 5
 			done
 		fi
-		(cd "$dir" && bash -euo pipefail -c "$line") || { fail "README Nomad block $n: '$line' failed"; return 1; }
+		(cd "$dir" && bash -euo pipefail -c "$line") || { fail "docs/nomad.md block $n: '$line' failed"; return 1; }
 	done <<<"$commands"
 }
 
-# a: ACLs bootstrapped, then README step 2 (once per cluster) with the
+# a: ACLs bootstrapped, then docs/nomad.md step 2 (once per cluster) with the
 # management token; the bridge's token handed to b.
 step_acl() {
 	local token
@@ -167,7 +167,7 @@ step_acl() {
 	mkdir -p "$WORK/cluster"
 	cp "$NOMAD"/specs/*.hcl "$WORK/cluster/"
 	NOMAD_TOKEN="$token" run_readme 1 "$WORK/cluster" || return 1
-	[[ -s $WORK/cluster/zfs-csi-bridge.token ]] || { fail "README step 2 made no zfs-csi-bridge.token"; return 1; }
+	[[ -s $WORK/cluster/zfs-csi-bridge.token ]] || { fail "docs/nomad.md step 2 made no zfs-csi-bridge.token"; return 1; }
 	mkdir -p "$HANDOFF"
 	cp "$WORK/cluster/zfs-csi-bridge.token" "$HANDOFF/zfs-csi-bridge.token.tmp" &&
 		mv "$HANDOFF/zfs-csi-bridge.token.tmp" "$HANDOFF/zfs-csi-bridge.token" || return 1
@@ -179,7 +179,7 @@ acl_bootstrap() {
 		mv "$MANAGEMENT_TOKEN_FILE.tmp" "$MANAGEMENT_TOKEN_FILE"
 }
 
-# both: README step 3, with the token a made and the shipped client.hcl.
+# both: docs/nomad.md step 3, with the token a made and the shipped client.hcl.
 step_client() {
 	wait_for 900 "the bridge's token from node-a" test -s "$HANDOFF/zfs-csi-bridge.token" || return 1
 	local dir=$WORK/client
@@ -190,7 +190,7 @@ step_client() {
 	STEP_NOTE="token $(stat -c '%a %U' /etc/zfs-csi/nomad-token), zfs-csi-nomad $(systemctl is-active zfs-csi-nomad)"
 }
 
-# a: README step 4 with a token of the zfs-csi-deployer policy, as an
+# a: docs/nomad.md step 4 with a token of the zfs-csi-deployer policy, as an
 # operator who runs the plugin job has (not the management token).
 step_plugin_job() {
 	local deployer

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Only the plugin job reaches the daemon (README, "Nomad": who can reach the
+// Only the plugin job reaches the daemon (docs/security.md, "Nomad": who can reach the
 // daemon). An ordinary user, with the "write" policy in namespace default,
 // cannot submit the plugin job or a copy of it; a copy that a management
 // token runs in namespace default gets no socket from the bridge while the

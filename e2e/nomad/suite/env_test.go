@@ -97,7 +97,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	}
 }
 
-// spec writes a copy of a shipped volume spec with the edits README.md tells
+// spec writes a copy of a shipped volume spec with the edits docs/nomad.md tells
 // a user to make (id, name, node, size, snapshot) and returns its path.
 func (e *env) spec(t *testing.T, file string, edits map[string]string) string {
 	t.Helper()

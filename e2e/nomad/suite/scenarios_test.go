@@ -45,7 +45,7 @@ func TestNomad(t *testing.T) {
 	}
 }
 
-// 1. The shipped job (zfs-csi.nomad.hcl), which suite.sh ran with README's
+// 1. The shipped job (zfs-csi.nomad.hcl), which suite.sh ran with docs/nomad.md's
 // commands and a zfs-csi-deployer token, is healthy on both clients: each
 // client's zfs-csi-nomad.service serves the daemon in its allocation.
 func testPlugin(t *testing.T, e *env) {
