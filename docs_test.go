@@ -3,12 +3,15 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"unicode"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // The CSI livenessprobe sidecar listens on 9808 by convention: the metrics
@@ -189,6 +192,83 @@ func TestNomadVolumeSpecsTakeTheirNodeFromTheReader(t *testing.T) {
 		out, err := cmd.Output()
 		if err != nil || strings.Contains(string(out), "@NODE@") || !strings.Contains(string(out), `"zfs.csi.dev/node" = "host-1"`) {
 			t.Errorf("%s after docs/nomad.md's sed (%v): placeholder left or node missing:\n%s", spec, err, out)
+		}
+	}
+}
+
+// docDir is where the packages install the documentation.
+const docDir = "/usr/share/doc/zfs-csi"
+
+// installedDocs is what packaging/nfpm.yaml installs below docDir for one
+// packager: installed path → the repository's file (globs expanded, a dst
+// ending in / taking the file's name), and the directories it makes.
+func installedDocs(t *testing.T, packager string) (files map[string]string, dirs []string) {
+	t.Helper()
+	raw, err := os.ReadFile("packaging/nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var config struct {
+		Contents []struct {
+			Src, Dst, Type, Packager string
+		}
+	}
+	if err := yaml.Unmarshal(raw, &config); err != nil {
+		t.Fatal(err)
+	}
+	files = map[string]string{}
+	for _, entry := range config.Contents {
+		if entry.Packager != "" && entry.Packager != packager || !strings.HasPrefix(entry.Dst, docDir) {
+			continue
+		}
+		if entry.Type == "dir" {
+			dirs = append(dirs, entry.Dst)
+			continue
+		}
+		sources, err := filepath.Glob(entry.Src)
+		if err != nil || len(sources) == 0 {
+			t.Fatalf("packaging/nfpm.yaml installs %s, which matches no file (%v)", entry.Src, err)
+		}
+		for _, source := range sources {
+			dst := entry.Dst
+			if strings.HasSuffix(dst, "/") {
+				dst = path.Join(dst, filepath.Base(source))
+			}
+			files[dst] = source
+		}
+	}
+	return files, dirs
+}
+
+// TestInstalledDocsLinkOnlyToInstalledFiles: the README and docs/ are read
+// in /usr/share/doc/zfs-csi as much as in the repository, so a relative
+// link of an installed document must reach a file the same package
+// installs (ARCHITECTURE.md, e2e/ and packaging/ are not among them).
+func TestInstalledDocsLinkOnlyToInstalledFiles(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, packager := range []string{"deb", "rpm"} {
+		files, dirs := installedDocs(t, packager)
+		if files[docDir+"/README.md"] != "README.md" {
+			t.Fatalf("the %s installs no README.md in %s: %v", packager, docDir, files)
+		}
+		for installed, source := range files {
+			if !strings.HasSuffix(source, ".md") {
+				continue
+			}
+			text, err := os.ReadFile(source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, match := range link.FindAllStringSubmatch(outsideCodeFences(string(text)), -1) {
+				target, _, _ := strings.Cut(match[1], "#")
+				if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				resolved := path.Join(path.Dir(installed), target)
+				if _, ok := files[resolved]; !ok && !slices.Contains(dirs, resolved) {
+					t.Errorf("%s links to %s, which the %s does not install (%s)", source, match[1], packager, resolved)
+				}
+			}
 		}
 	}
 }
