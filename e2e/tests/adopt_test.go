@@ -1,0 +1,225 @@
+//go:build e2e
+
+package tests
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/zfs-csi/zfs-csi/driver"
+)
+
+// operatorCall asks d's operator's socket (beside its CSI socket) for one
+// of the acts only the operator may start, whose answer is a volume.
+func (d *driverProcess) operatorCall(c context.Context, method string, fields map[string]any) (*csi.Volume, error) {
+	conn, err := grpc.NewClient("unix://"+filepath.Join(filepath.Dir(d.socket), "operator.sock"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	request, err := structpb.NewStruct(fields)
+	if err != nil {
+		return nil, err
+	}
+	volume := &csi.Volume{}
+	return volume, conn.Invoke(c, "/"+driver.OperatorService+"/"+method, request, volume)
+}
+
+// operatorDatasets makes a dataset outside the driver's parents for the
+// operator's own data, destroyed when the test ends.
+func operatorDatasets(t *testing.T) string {
+	t.Helper()
+	outside := testParent(t) + "-operator"
+	run(t, "zfs", "destroy", "-r", outside)
+	mustRun(t, "zfs", "create", outside)
+	t.Cleanup(func() { run(t, "zfs", "destroy", "-rf", outside) })
+	return outside
+}
+
+// A dataset and a zvol an operator already has are adopted, served, and
+// given back with their data; what the driver could not own whole is
+// refused with nothing changed.
+func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
+	parent := testParent(t)
+	d := startDriver(t, parent)
+	outside := operatorDatasets(t)
+	mountpoint := t.TempDir()
+
+	// A database's dataset, mounted by ZFS where the operator put it.
+	db := outside + "/db"
+	mustRun(t, "zfs", "create", "-o", "refquota=256M", "-o", "mountpoint="+mountpoint, db)
+	mustRun(t, "sh", "-c", `echo rows > "$1/table" && sync`, "sh", mountpoint)
+	adoptDB := map[string]any{driver.AdoptDataset: db, driver.AdoptName: "db", driver.AdoptMode: "retain", driver.AdoptRename: "true"}
+	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptDB); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("adopting a mounted dataset: %v, want FAILED_PRECONDITION", err)
+	}
+	if zfsGet(t, "zfs.csi.dev:managed", db) != "-" {
+		t.Fatal("a refused adoption marked the dataset")
+	}
+	mustRun(t, "zfs", "unmount", db)
+	volume, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptDB)
+	if err != nil {
+		t.Fatalf("adopting the unmounted dataset: %v", err)
+	}
+	adopted := datasetOf(t, volume.GetVolumeId())
+	if adopted != parent+"/db" || zfsGet(t, "mountpoint", adopted) != "legacy" {
+		t.Errorf("adopted as %s, mountpoint %s", adopted, zfsGet(t, "mountpoint", adopted))
+	}
+	v := d.adoptedNodeVolume(volume, mountCap(""))
+	d.stage(v)
+	d.publish(v, false)
+	if got := strings.TrimSpace(mustRun(t, "cat", filepath.Join(v.target, "table"))); got != "rows" {
+		t.Errorf("the adopted dataset reads %q", got)
+	}
+	if _, err := d.controller.CreateSnapshot(ctx(t), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: volume.GetVolumeId()}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("a snapshot of a retained volume: %v, want FAILED_PRECONDITION", err)
+	}
+	if _, err := d.operatorCall(ctx(t), driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("releasing a published volume: %v, want FAILED_PRECONDITION", err)
+	}
+	d.unpublish(v)
+	d.unstage(v)
+	if _, err := d.controller.DeleteVolume(ctx(t), &csi.DeleteVolumeRequest{VolumeId: volume.GetVolumeId()}); err != nil {
+		t.Fatalf("DeleteVolume of a retained volume: %v", err)
+	}
+	if !exists(t, adopted) || zfsGet(t, "zfs.csi.dev:managed", adopted) != "-" || zfsGet(t, "mountpoint", adopted) != mountpoint {
+		t.Errorf("after DeleteVolume: exists %v, managed %s, mountpoint %s; want the data, unmarked, at the operator's mountpoint",
+			exists(t, adopted), zfsGet(t, "zfs.csi.dev:managed", adopted), zfsGet(t, "mountpoint", adopted))
+	}
+	if got := strings.TrimSpace(run(t, "cat", filepath.Join(mountpoint, "table"))); got != "rows" {
+		t.Errorf("the released dataset reads %q at its own mountpoint", got)
+	}
+
+	// A VM's zvol with an ext4 filesystem.
+	vm := outside + "/vm"
+	mustRun(t, "zfs", "create", "-V", "64M", vm)
+	mustRun(t, "udevadm", "settle")
+	mustRun(t, "mkfs.ext4", "-q", "/dev/zvol/"+vm)
+	scratch := t.TempDir()
+	mustRun(t, "mount", "/dev/zvol/"+vm, scratch)
+	mustRun(t, "sh", "-c", `echo disk > "$1/image" && sync`, "sh", scratch)
+	mustRun(t, "umount", scratch)
+	adoptVM := map[string]any{driver.AdoptDataset: vm, driver.AdoptName: "vm", driver.AdoptMode: "own", driver.AdoptRename: "true", driver.AdoptFSType: "xfs"}
+	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptVM); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("adopting an ext4 zvol as xfs: %v, want FAILED_PRECONDITION", err)
+	}
+	adoptVM[driver.AdoptFSType] = "ext4"
+	owned, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptVM)
+	if err != nil {
+		t.Fatalf("adopting the zvol: %v", err)
+	}
+	w := d.adoptedNodeVolume(owned, mountCap("ext4"))
+	d.stage(w)
+	d.publish(w, false)
+	if got := strings.TrimSpace(mustRun(t, "cat", filepath.Join(w.target, "image"))); got != "disk" {
+		t.Errorf("the adopted zvol reads %q", got)
+	}
+	d.unpublish(w)
+	d.unstage(w)
+	if _, err := d.controller.ControllerExpandVolume(ctx(t), &csi.ControllerExpandVolumeRequest{VolumeId: owned.GetVolumeId(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 128 << 20}}); err != nil {
+		t.Errorf("expanding an owned adopted zvol: %v", err)
+	}
+	if _, err := d.operatorCall(ctx(t), driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: owned.GetVolumeId()}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	released := datasetOf(t, owned.GetVolumeId())
+	if left := strings.TrimSpace(run(t, "sh", "-c", `zfs get -H -o property,value -s local all "$1" | grep zfs.csi.dev || true`, "sh", released)); left != "" {
+		t.Errorf("the driver's properties left after release:\n%s", left)
+	}
+
+	// What the driver would not own whole.
+	mustRun(t, "zfs", "create", "-o", "refquota=64M", "-o", "mountpoint=none", outside+"/tree")
+	mustRun(t, "zfs", "create", outside+"/tree/child")
+	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, map[string]any{driver.AdoptDataset: outside + "/tree",
+		driver.AdoptName: "tree", driver.AdoptMode: "own", driver.AdoptRename: "true"}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("adopting a dataset with a child: %v, want FAILED_PRECONDITION", err)
+	}
+	mustRun(t, "zfs", "create", "-o", "mountpoint=none", outside+"/unbounded")
+	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, map[string]any{driver.AdoptDataset: outside + "/unbounded",
+		driver.AdoptName: "unbounded", driver.AdoptMode: "own", driver.AdoptRename: "true"}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("adopting a filesystem without refquota: %v, want FAILED_PRECONDITION", err)
+	}
+	if exists(t, parent+"/tree") || exists(t, parent+"/unbounded") {
+		t.Error("a refused adoption moved its dataset")
+	}
+}
+
+// adoptedNodeVolume is an adopted volume as the node tests use one.
+func (d *driverProcess) adoptedNodeVolume(volume *csi.Volume, capability *csi.VolumeCapability) *nodeVolume {
+	d.t.Helper()
+	dir := d.t.TempDir()
+	v := &nodeVolume{volume: volume, capability: capability, staging: filepath.Join(dir, "staging"), target: filepath.Join(dir, "target")}
+	if err := os.Mkdir(v.staging, 0o750); err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() {
+		if d.running() {
+			d.unpublish(v)
+			d.unstage(v)
+		}
+	})
+	return v
+}
+
+// A daemon SIGKILLed at a random instant of an adoption or a release
+// leaves the dataset adopted or as it was, never half-marked; the same
+// call again completes it.
+func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
+	parent := testParent(t)
+	d := startDriver(t, parent)
+	for round := range 4 {
+		name := "crash-" + string(rune('a'+round))
+		dataset := parent + "/" + name
+		mustRun(t, "zfs", "create", "-o", "refquota=64M", "-o", "mountpoint=none", dataset)
+		adopt := map[string]any{driver.AdoptDataset: dataset, driver.AdoptName: name, driver.AdoptMode: "own"}
+		halfMarked := func(stage string) {
+			managed, csiName, mp := zfsGet(t, "zfs.csi.dev:managed", dataset), zfsGet(t, "zfs.csi.dev:csi-name", dataset), zfsGet(t, "mountpoint", dataset)
+			whole := managed == "true" && csiName != "-" && mp == "legacy"
+			none := managed == "-"
+			if !whole && !none {
+				t.Errorf("round %d, %s: half-marked: managed %s, csi-name %s, mountpoint %s", round, stage, managed, csiName, mp)
+			}
+		}
+		callCtx, cancel := context.WithCancel(ctx(t))
+		go func() { _, _ = d.operatorCall(callCtx, driver.OperatorAdopt, adopt) }()
+		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
+		cancel()
+		d.killHard()
+		halfMarked("after a kill during adopt")
+		volume, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adopt)
+		if err != nil {
+			t.Fatalf("round %d: adopt again after the kill: %v", round, err)
+		}
+		callCtx, cancel = context.WithCancel(ctx(t))
+		go func() {
+			_, _ = d.operatorCall(callCtx, driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()})
+		}()
+		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
+		cancel()
+		d.killHard()
+		if managed := zfsGet(t, "zfs.csi.dev:managed", dataset); managed == "true" {
+			halfMarked("after a kill during release, still adopted")
+			if _, err := d.operatorCall(ctx(t), driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()}); err != nil {
+				t.Fatalf("round %d: release again after the kill: %v", round, err)
+			}
+		}
+		if managed := zfsGet(t, "zfs.csi.dev:managed", dataset); managed != "-" {
+			t.Errorf("round %d: released, and managed is %s", round, managed)
+		}
+	}
+	t.Logf("%d kills landed while a zfs command of the daemon ran", d.killsInZFS)
+}
