@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/zfs-csi/zfs-csi/cli/daemon"
+	"github.com/zfs-csi/zfs-csi/cli/ctl"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/cli/report"
 )
@@ -152,6 +153,7 @@ func writeManPage(out io.Writer) {
 		{"0", "Success; the daemon stopped on SIGTERM or SIGINT."},
 		{"1", "The command failed (the message says why); for doctor, it found problems."},
 		{fmt.Sprint(report.DoctorCouldNotLook), "doctor could not look (ZFS or the mount table could not be read); any command: the command line names no command zfs-csi has."},
+		{fmt.Sprint(ctl.ExitUsage), "An operator command (ctl, doctor and the reports) was given a wrong command line: the message says what, and -h lists the flags."},
 		{fmt.Sprint(envflag.ExitConfig), "A setting does not parse or make sense (the message names it): the unit does not restart the daemon for it."},
 	} {
 		fmt.Fprintf(out, ".TP\n.B %s\n%s\n", status[0], roffEscape(status[1]))
