@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zfs-csi/zfs-csi/cli/daemon"
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
+	"github.com/zfs-csi/zfs-csi/cli/daemon"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/cli/report"
 )
