@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/rules"
 	"gopkg.in/yaml.v3"
@@ -247,13 +248,31 @@ func alertNames(t *testing.T) []string {
 	return names
 }
 
-// repository is where runbook_url points: the files of this repository's
-// main branch on GitHub.
-const repository = "https://github.com/zfs-csi/zfs-csi/blob/main/"
+// repository is where runbook_url points: the files of this repository on
+// GitHub at the tag of the release the rules ship in (vX.Y.Z, the newest of
+// packaging/changelog.yml, which Chart.yaml and the packages' changelog name
+// too), so an operator reads the runbook of the version that alerted, not
+// whatever main says by then.
+func repository(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../changelog.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changelog []struct {
+		Semver string `yaml:"semver"`
+	}
+	if err := yaml.Unmarshal(data, &changelog); err != nil || len(changelog) == 0 {
+		t.Fatalf("packaging/changelog.yml: %v", err)
+	}
+	return "https://github.com/zfs-csi/zfs-csi/blob/v" + changelog[0].Semver + "/"
+}
 
 // Every rule has a runbook_url that names a heading of a file of this
-// repository (GitHub's anchor of it), and a severity of warning or critical.
+// repository (GitHub's anchor of it) at this release's tag, and a severity
+// of warning or critical.
 func TestEveryAlertHasARunbookThatExists(t *testing.T) {
+	repository := repository(t)
 	for _, rule := range shippedRules(t) {
 		name := fmt.Sprint(rule["alert"])
 		annotations, _ := rule["annotations"].(map[string]any)
@@ -316,5 +335,37 @@ func TestHeadingAnchorsAreGitHubs(t *testing.T) {
 	want := []string{"zfs-csi", "try-it", "zfscsidaemondown", "try-it-1", "changed-block-tracking-snapshotmetadata"}
 	if !slices.Equal(got, want) {
 		t.Errorf("anchors %v, want %v", got, want)
+	}
+}
+
+// clusterLabel is the label that tells clusters apart where one Prometheus
+// (or Thanos, or a remote-written store) holds several: every aggregation
+// that names what it keeps must keep it, and every join that names what it
+// matches on must match on it, or two clusters' node-a become one alert.
+const clusterLabel = "cluster"
+
+// Every sum, max, … by (…) of the shipped rules keeps cluster, and every
+// on (…) matches it (without and ignoring keep it by themselves).
+func TestEveryAggregationKeepsTheClusterLabel(t *testing.T) {
+	for _, rule := range shippedRules(t) {
+		name, expr := fmt.Sprint(rule["alert"]), fmt.Sprint(rule["expr"])
+		parsed, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		parser.Inspect(parsed, func(node parser.Node, _ []parser.Node) error {
+			switch node := node.(type) {
+			case *parser.AggregateExpr:
+				if !node.Without && !slices.Contains(node.Grouping, clusterLabel) {
+					t.Errorf("%s: %s drops the label %s", name, node, clusterLabel)
+				}
+			case *parser.BinaryExpr:
+				if matching := node.VectorMatching; matching != nil && matching.On && !slices.Contains(matching.MatchingLabels, clusterLabel) {
+					t.Errorf("%s: %s matches without the label %s", name, node, clusterLabel)
+				}
+			}
+			return nil
+		})
 	}
 }
