@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +57,7 @@ type fakeDataset struct {
 	blocks         map[uint64]fakeBlock // volumes and their snapshots (fake_data.go)
 	guid           uint64               // snapshots: fixed when made, kept by a receive (fake_transfer.go)
 	written        uint64               // bytes written since the newest snapshot (ZFS's written)
+	changed        uint64               // the transaction group of its last write: its block pointer's birth
 	partial        *fakePartial         // a resumable receive cut short (fake_transfer.go)
 	inconsistent   bool                 // made by a receive still partial: no data to read yet
 }
@@ -141,9 +143,11 @@ func (f *Fake) Create(ctx context.Context, name string, opts zfs.CreateOptions) 
 		d.key, d.keyLoaded = append([]byte(nil), opts.Key...), true
 	}
 	if typ == zfs.Volume {
-		if opts.VolSize%d.volBlockSize() != 0 {
-			return f.fail("create", name, zfs.ErrInvalid)
-		}
+		// zfs create -V rounds a size off the block size up to it (in
+		// cmd/zfs/zfs_main.c since OpenZFS 2.1, before libzfs's own check
+		// that the size is a multiple could refuse it); zfs set volsize
+		// does not.
+		d.volSize = (opts.VolSize + d.volBlockSize() - 1) / d.volBlockSize() * d.volBlockSize()
 		if _, set := d.props["refreservation"]; !set && !opts.Sparse {
 			d.props["refreservation"] = "auto" // what zfs create -V computes for itself
 		}
@@ -180,8 +184,8 @@ func (f *Fake) Clone(ctx context.Context, snapshot, name string, properties map[
 		if volsize, given := d.props["volsize"]; given {
 			d.volSize, _ = strconv.ParseUint(volsize, 10, 64)
 			delete(d.props, "volsize")
-			if d.volSize == 0 || d.volSize%d.volBlockSize() != 0 {
-				return f.fail("clone", name, zfs.ErrInvalid)
+			if err := volsizeError("clone", name, d.volSize, d.volBlockSize()); err != nil {
+				return err
 			}
 		}
 	}
@@ -248,11 +252,13 @@ func (f *Fake) Snapshot(ctx context.Context, name string, properties map[string]
 	if !ok || source.typ == zfs.Snapshot || !strings.Contains(name, "@") {
 		return f.fail("snapshot", name, zfs.ErrNotFound)
 	}
+	// zfs snapshot opens the dataset, checks the whole name, then asks
+	// the kernel, which finds a snapshot already there.
+	if err := nameError("snapshot", name, true); err != nil {
+		return err
+	}
 	if _, exists := f.datasets[name]; exists {
 		return f.fail("snapshot", name, zfs.ErrExists)
-	}
-	if err := checkName(name); err != nil {
-		return f.fail("snapshot", name, zfs.ErrInvalid)
 	}
 	for key := range properties {
 		if !strings.Contains(key, ":") {
@@ -283,7 +289,7 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts zfs.DestroyOptions
 				if d.holds > 0 {
 					return f.fail("destroy", name, zfs.ErrHeld)
 				}
-				return f.fail("destroy", name, zfs.ErrHasDependents)
+				return dependentsError(name, d.typ, "dependent clones", "-R", slices.Collect(maps.Keys(d.clones)))
 			}
 			d.deferDestroy = true
 			return nil
@@ -293,7 +299,7 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts zfs.DestroyOptions
 	}
 	doomed := f.descendants(name)
 	if len(doomed) > 0 && !opts.Recursive {
-		return f.fail("destroy", name, zfs.ErrHasDependents)
+		return dependentsError(name, d.typ, "children", "-r", doomed)
 	}
 	doomed = append(doomed, name)
 	for _, victim := range doomed {
@@ -305,7 +311,7 @@ func (f *Fake) Destroy(ctx context.Context, name string, opts zfs.DestroyOptions
 		}
 		for clone := range f.datasets[victim].clones {
 			if !isUnder(clone, name) {
-				return f.fail("destroy", name, zfs.ErrHasDependents)
+				return dependentsError(name, d.typ, "dependent clones", "-R", []string{clone})
 			}
 		}
 	}
@@ -349,8 +355,8 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 	for key, value := range properties {
 		if key == "volsize" {
 			size, _ := strconv.ParseUint(value, 10, 64)
-			if size%d.volBlockSize() != 0 || size == 0 {
-				return f.fail("set", name, zfs.ErrInvalid)
+			if err := volsizeError("set", name, size, d.volBlockSize()); err != nil {
+				return err
 			}
 			// As ZFS does: a thick volume's reservation follows its size.
 			if _, explicit := properties["refreservation"]; !explicit && d.sizeProp("refreservation") == d.volSize {
@@ -361,11 +367,8 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 		}
 		updated.props[key] = value
 	}
-	if q := updated.sizeProp("refquota"); q > 0 && q < updated.referenced {
-		return f.fail("set", name, zfs.ErrNoSpace)
-	}
-	if f.reserved()-d.reservation()+updated.reservation() > f.pools[zfs.PoolOf(name)].size {
-		return f.fail("set", name, zfs.ErrNoSpace)
+	if err := f.checkSpaceProps(d, &updated, properties); err != nil {
+		return err
 	}
 	*d = updated
 	return nil

@@ -125,6 +125,8 @@ func (f *Fake) Write(name string, bytes uint64) error {
 	}
 	d.referenced += bytes
 	d.written += bytes
+	f.txg++
+	d.changed = f.txg
 	return nil
 }
 

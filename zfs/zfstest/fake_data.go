@@ -40,6 +40,7 @@ func (f *Fake) changeBlocks(name string, offset, length uint64, free bool) error
 		return zfs.ErrInvalid
 	}
 	f.txg++
+	d.changed = f.txg
 	size := d.volBlockSize()
 	first, end := offset/size, (offset+length+size-1)/size
 	if free {

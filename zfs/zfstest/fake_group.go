@@ -140,7 +140,7 @@ func (f *Fake) PlayBefore22() {
 func (f *Fake) takeMember(req zfs.GroupSnapshotRequest, dataset string) error {
 	d := f.datasets[dataset]
 	name := dataset + "@" + req.Snapshot
-	if err := checkName(name); err != nil {
+	if message, _ := nameProblem(name, true); message != "" {
 		return f.fail("program", name, zfs.ErrInvalid)
 	}
 	props := map[string]string{req.Group: req.Name, req.Named: req.Name + "/" + dataset}

@@ -129,7 +129,7 @@ func (f *Fake) SnapshotGuarded(ctx context.Context, req zfs.SnapshotRequest) (zf
 		// dataset before it snapshots): someone else's.
 		return zfs.SnapshotResult{}, f.fail("program", req.Name, zfs.ErrExists)
 	case !exists:
-		if err := checkName(req.Name); err != nil {
+		if message, _ := nameProblem(req.Name, true); message != "" {
 			return zfs.SnapshotResult{}, f.fail("program", req.Name, zfs.ErrInvalid)
 		}
 		snapshot = &fakeDataset{name: req.Name, typ: zfs.Snapshot, referenced: d.referenced, volSize: d.volSize,

@@ -87,31 +87,138 @@ func checkValue(key, value string) error {
 	return nil
 }
 
-// checkName applies ZFS's naming rules: components of alphanumerics and
-// "_-.: ", at most 255 bytes in all, one '@' at most.
-func checkName(name string) error {
-	if len(name) == 0 || len(name) > 255 || strings.Count(name, "@") > 1 {
-		return zfs.ErrInvalid
+// nameProblem is what zfs says of a name it refuses, "" for one it takes,
+// and the kind Exec classifies that message as (nil: none). The rules and
+// their order are libzfs's zfs_validate_name (lib/libzfs/libzfs_dataset.c)
+// over entity_namecheck (module/zcommon/zfs_namecheck.c), OpenZFS 2.3:
+// components of alphanumerics and "-_.: ", one '@' in a snapshot's name
+// only, no '#' or '%', fewer than 256 bytes (ZFS_MAX_DATASET_NAME_LEN
+// counts the NUL). RuleCases holds the kinds to real ZFS through Exec.
+func nameProblem(name string, snapshot bool) (string, error) {
+	switch {
+	case !snapshot && strings.Contains(name, "@"):
+		return "snapshot delimiter '@' is not expected here", zfs.ErrInvalid
+	case snapshot && !strings.Contains(name, "@"):
+		return "missing '@' delimiter in snapshot name", zfs.ErrInvalid
+	case strings.Contains(name, "#"):
+		return "bookmark delimiter '#' is not expected here", zfs.ErrInvalid
+	case strings.Contains(name, "%"):
+		return "invalid character % in name", zfs.ErrInvalid
+	case len(name) >= 256:
+		return "name is too long", zfs.ErrInvalid
+	case strings.HasPrefix(name, "/"):
+		return "leading slash in name", nil
+	case name == "":
+		return emptyComponent, nil
 	}
-	for _, component := range strings.FieldsFunc(name, func(r rune) bool { return r == '/' || r == '@' }) {
-		if component == "." || component == ".." {
-			return zfs.ErrInvalid
+	delimited := false
+	for start := 0; ; {
+		end := start
+		for end < len(name) && name[end] != '/' && name[end] != '@' {
+			end++
 		}
-		for _, r := range component {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.: ", r)) {
-				return zfs.ErrInvalid
+		if end == len(name) && name[end-1] == '/' {
+			return "trailing slash in name", nil
+		}
+		for i := start; i < end; i++ {
+			if !validNameByte(name[i]) {
+				// The byte as zfs prints it, half a UTF-8 sequence or not.
+				return "invalid character '" + name[i:i+1] + "' in name", zfs.ErrInvalid
 			}
 		}
+		if component := name[start:end]; end == len(name) || name[end] == '/' {
+			if component == "." {
+				return "self reference, '.' is found in name", nil
+			}
+			if component == ".." {
+				return "parent reference, '..' is found in name", nil
+			}
+		}
+		if end < len(name) && name[end] == '@' {
+			if delimited {
+				return "multiple '@' and/or '#' delimiters in name", nil
+			}
+			delimited = true
+		}
+		if start == end {
+			return emptyComponent, nil
+		}
+		if end == len(name) {
+			return "", nil
+		}
+		if name[end] == '/' && delimited {
+			return "trailing slash in name", nil // a '/' after the '@'
+		}
+		start = end + 1
 	}
-	if strings.Contains(name, "//") || strings.HasSuffix(name, "/") {
-		return zfs.ErrInvalid
+}
+
+const emptyComponent = "empty component or misplaced '@' or '#' delimiter in name"
+
+func validNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.: ", c) >= 0
+}
+
+// nameError is zfs's refusal of a name for op, or nil. zfs receive checks
+// the name without asking for the reason (zfs_name_valid), so it says only
+// "invalid name".
+func nameError(op, name string, snapshot bool) error {
+	message, kind := nameProblem(name, snapshot)
+	switch {
+	case message == "":
+		return nil
+	case op == "receive":
+		return &zfs.CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: zfs.ErrInvalid,
+			Stderr: "cannot receive: invalid name\n"}
+	}
+	prefix := map[string]string{"snapshot": "cannot create snapshot", "rename": "cannot rename to"}[op]
+	if prefix == "" {
+		prefix = "cannot create"
+	}
+	return &zfs.CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: kind,
+		Stderr: fmt.Sprintf("%s '%s': %s\n", prefix, name, message)}
+}
+
+// dependentsError is zfs destroy's refusal of a dataset or snapshot that
+// others need (destroy_check_dependent in cmd/zfs/zfs_main.c): its type,
+// what it has, the flag that would take them too, and their names.
+func dependentsError(name string, typ zfs.Type, has, flag string, blocking []string) error {
+	sort.Strings(blocking)
+	return &zfs.CommandError{Argv: []string{"zfs", "destroy", name}, ExitCode: 1, Kind: zfs.ErrHasDependents,
+		Stderr: fmt.Sprintf("cannot destroy '%s': %s has %s\nuse '%s' to destroy the following datasets:\n%s\n",
+			name, typ, has, flag, strings.Join(blocking, "\n"))}
+}
+
+// volsizeError is libzfs's refusal of a volsize for an existing zvol or a
+// clone of one (zfs_valid_proplist in lib/libzfs/libzfs_dataset.c): off
+// the block size (ErrInvalid to Exec: "must be "), or zero, in words Exec
+// has no kind for; nil for a size it takes.
+func volsizeError(op, name string, size, blockSize uint64) error {
+	prefix := "cannot set property for"
+	if op == "clone" {
+		prefix = "cannot create"
+	}
+	refused := func(message string, kind error) error {
+		return &zfs.CommandError{Argv: []string{"zfs", op, name}, ExitCode: 1, Kind: kind,
+			Stderr: fmt.Sprintf("%s '%s': %s\n", prefix, name, message)}
+	}
+	switch {
+	case size%blockSize != 0:
+		// zfs_nicebytes of a power of two from 512 to 128K.
+		nice := fmt.Sprintf("%dK", blockSize>>10)
+		if blockSize < 1<<10 {
+			nice = fmt.Sprintf("%dB", blockSize)
+		}
+		return refused("'volsize' must be a multiple of volume block size ("+nice+")", zfs.ErrInvalid)
+	case size == 0:
+		return refused("'volsize' cannot be zero", nil)
 	}
 	return nil
 }
 
 func (f *Fake) checkNewDataset(op, name string, typ zfs.Type, props map[string]string) error {
-	if err := checkName(name); err != nil || strings.Contains(name, "@") {
-		return f.fail(op, name, zfs.ErrInvalid)
+	if err := nameError(op, name, false); err != nil {
+		return err
 	}
 	if _, exists := f.datasets[name]; exists {
 		return f.fail(op, name, zfs.ErrExists)
@@ -284,12 +391,33 @@ func (f *Fake) allocated(pool string) uint64 {
 	return total
 }
 
-func (f *Fake) reserved() uint64 {
-	var total uint64
-	for _, d := range f.datasets {
-		total += d.reservation()
+// checkSpaceProps refuses what the kernel refuses of a Set that changes d
+// into updated (module/zfs/dsl_dataset.c, OpenZFS 2.3): a refquota below
+// what the dataset references or its refreservation
+// (dsl_dataset_set_refquota_check), a refreservation above the refquota or
+// one that grows past the pool's free space
+// (dsl_dataset_set_refreservation_check). Both are ENOSPC, which libzfs
+// words by property (zfs_setprop_error in lib/libzfs/libzfs_util.c); Exec
+// classifies the refquota's as ErrInvalid, the refreservation's as
+// ErrNoSpace. Callers hold mu.
+func (f *Fake) checkSpaceProps(d, updated *fakeDataset, properties map[string]string) error {
+	refused := func(message string, kind error) error {
+		return &zfs.CommandError{Argv: []string{"zfs", "set", d.name}, ExitCode: 1, Kind: kind,
+			Stderr: fmt.Sprintf("cannot set property for '%s': %s\n", d.name, message)}
 	}
-	return total
+	quota := updated.sizeProp("refquota")
+	if _, setting := properties["refquota"]; setting && quota > 0 &&
+		(quota < d.referenced || quota < d.sizeProp("refreservation")) {
+		return refused("size is less than current used or reserved space", zfs.ErrInvalid)
+	}
+	if _, setting := properties["refreservation"]; setting && quota > 0 && updated.sizeProp("refreservation") > quota {
+		return refused("size is greater than available space", zfs.ErrNoSpace)
+	}
+	pool := zfs.PoolOf(d.name)
+	if grown := updated.charge(); grown > d.charge() && f.allocated(pool)-d.charge()+grown > f.pools[pool].size {
+		return refused("size is greater than available space", zfs.ErrNoSpace)
+	}
+	return nil
 }
 
 // row renders a dataset as Exec's List would parse it from zfs.

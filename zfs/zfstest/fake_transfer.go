@@ -296,8 +296,8 @@ func (f *Fake) Receive(ctx context.Context, name string, opts zfs.ReceiveOptions
 		if !exists {
 			return f.receiveFailed(name, "destination '"+name+"' does not exist", zfs.ErrNotFound, readErr)
 		}
-		if latest := f.latestSnapshot(name); latest == nil || latest.guidOf() != begin.FromGUID {
-			return f.receiveFailed(name, "destination has been modified since most recent snapshot", zfs.ErrInvalid, readErr)
+		if err := f.checkIncrementalBase(target, begin.FromGUID); err != nil {
+			return err
 		}
 		stream, props = incoming, copyProps(opts.Properties)
 	}
@@ -306,6 +306,27 @@ func (f *Fake) Receive(ctx context.Context, name string, opts zfs.ReceiveOptions
 		return f.keepPartial(name, begin, stream, props, readErr)
 	}
 	return f.finishReceive(name, begin, state, props)
+}
+
+// checkIncrementalBase is the kernel's check of an incremental stream's
+// base (recv_begin_check_existing_impl in module/zfs/dmu_recv.c, OpenZFS
+// 2.3): the target must hold a snapshot with the stream's from-GUID, its
+// newest or an older one (ENODEV otherwise), and nothing may have been
+// written to it since that snapshot (ETXTBSY). libzfs words both
+// (zfs_receive_one in lib/libzfs/libzfs_sendrecv.c) in messages Exec has no
+// kind for. Callers hold mu.
+func (f *Fake) checkIncrementalBase(target *fakeDataset, fromGUID uint64) error {
+	message := "most recent snapshot of " + target.name + " does not\nmatch incremental source"
+	for name, snap := range f.datasets {
+		if snap.typ == zfs.Snapshot && datasetOf(name) == target.name && snap.guidOf() == fromGUID {
+			if target.changed <= snap.createTxg {
+				return nil
+			}
+			message = "destination " + target.name + " has been modified\nsince most recent snapshot"
+		}
+	}
+	return &zfs.CommandError{Argv: []string{"zfs", "receive", "-s", "-u", target.name}, ExitCode: 1,
+		Stderr: "cannot receive incremental stream: " + message + "\n"}
 }
 
 // receiveFailed is receive's error, or the reader's when the stream broke.
@@ -361,7 +382,7 @@ func (f *Fake) finishReceive(name string, begin zfs.StreamBegin, state fakeStrea
 		}
 	}
 	d.partial = nil
-	d.referenced, d.volSize = state.Referenced, state.VolSize
+	d.referenced, d.volSize, d.changed = state.Referenced, state.VolSize, f.txg
 	if state.Type == zfs.Volume {
 		d.blocks = map[uint64]fakeBlock{}
 		f.txg++
@@ -395,18 +416,6 @@ func parseFakeStream(stream []byte) (fakeStreamState, bool) {
 	}
 	end := length + int(min(state.Referenced, fakeStreamData))
 	return state, len(body) == end+len(fakeStreamEnd) && string(body[end:]) == fakeStreamEnd
-}
-
-// latestSnapshot is a dataset's most recent snapshot. Callers hold mu.
-func (f *Fake) latestSnapshot(name string) *fakeDataset {
-	var latest *fakeDataset
-	for other, d := range f.datasets {
-		if d.typ == zfs.Snapshot && datasetOf(other) == name && (latest == nil || d.createTxg > latest.createTxg ||
-			d.createTxg == latest.createTxg && d.creation.After(latest.creation)) {
-			latest = d
-		}
-	}
-	return latest
 }
 
 // ResumeToken implements Interface.
