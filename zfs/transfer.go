@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 )
 
 // Transfers between hosts (issue 38): a snapshot leaves one host as the
@@ -244,7 +245,9 @@ func (e *Exec) Receive(ctx context.Context, name string, opts ReceiveOptions, r 
 	switch {
 	case receiveErr == nil:
 		return nil
-	case classified(receiveErr) || copyErr == nil || errors.Is(copyErr, os.ErrClosed):
+	case classified(receiveErr) || copyErr == nil || errors.Is(copyErr, os.ErrClosed) || errors.Is(copyErr, syscall.EPIPE):
+		// The receive quit first (a write into its stdin found it gone):
+		// what it said is why, not the stream.
 		return receiveErr
 	}
 	return fmt.Errorf("zfs receive of %s: the stream broke off: %w", name, copyErr)

@@ -135,3 +135,15 @@ func TestResumeTokenReadsTheReceivesProperty(t *testing.T) {
 		}
 	}
 }
+
+func TestAReceiveThatRefusesTheStreamSaysWhyNotThatTheStreamBroke(t *testing.T) {
+	fake := newFakeZFS(t)
+	fake.fail("zfs.receive", "cannot receive incremental stream: most recent snapshot of tank/csi/_incoming/v does not\nmatch incremental source\n")
+	// Larger than a pipe buffer: zfs quits before reading it, and the
+	// copy into its stdin fails with EPIPE.
+	stream := bytes.Repeat([]byte("stream\x00"), 1<<17)
+	err := NewExec(ExecConfig{}).Receive(t.Context(), "tank/csi/_incoming/v", ReceiveOptions{}, bytes.NewReader(stream))
+	if err == nil || !strings.Contains(err.Error(), "does not") || strings.Contains(err.Error(), "broke off") {
+		t.Errorf("a refused stream: %v, want zfs's reason, not a broken stream", err)
+	}
+}
