@@ -126,9 +126,17 @@ func withoutReleaseLabels(t *testing.T, o object) object {
 // install reads them from the cluster).
 var withSnapshotAPI = []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
 
-// withGroupSnapshotAPI adds the group snapshot CRDs and MutatingAdmissionPolicy
-// v1beta1 (off by default in 1.34).
-var withGroupSnapshotAPI = append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1",
+// withGroupSnapshotAPI is a Kubernetes 1.36 cluster with the snapshot and
+// group snapshot CRDs: MutatingAdmissionPolicy is GA there (v1, on by
+// default), the API the plain manifests name.
+var withGroupSnapshotAPI = []string{"--api-versions", "snapshot.storage.k8s.io/v1",
+	"--api-versions", "groupsnapshot.storage.k8s.io/v1",
+	"--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy", "--kube-version", "1.36.0"}
+
+// withBetaMutatingPolicy is a Kubernetes 1.34 cluster with the same CRDs and
+// MutatingAdmissionPolicy v1beta1 turned on (beta and off by default before
+// 1.36).
+var withBetaMutatingPolicy = append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1",
 	"--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"}, withSnapshotAPI...)
 
 // withTemplateNodes gives the chart the nodes load expands the plain
@@ -388,6 +396,7 @@ func TestChartRendersAGroupSnapshotClassPerNode(t *testing.T) {
 	}{
 		{"no nodes listed", withGroupSnapshotAPI, []string{policy}},
 		{"two nodes", append(nodes, withGroupSnapshotAPI...), append([]string{policy}, perNode...)},
+		{"two nodes, MutatingAdmissionPolicy v1beta1", append(nodes, withBetaMutatingPolicy...), append([]string{policy}, perNode...)},
 		{"two nodes, no MutatingAdmissionPolicy", append(nodes, "--api-versions", "groupsnapshot.storage.k8s.io/v1"), perNode},
 		{"two nodes, no group snapshot API", append(nodes, withSnapshotAPI...), nil},
 		{"two nodes, group snapshots disabled", append(append(nodes, "--set", "groupSnapshots.enabled=false"), withGroupSnapshotAPI...), nil},
@@ -410,6 +419,38 @@ func TestChartRendersAGroupSnapshotClassPerNode(t *testing.T) {
 			slices.Sort(got)
 			if !slices.Equal(got, test.want) {
 				t.Errorf("renders %v, want %v", got, test.want)
+			}
+		})
+	}
+}
+
+// The label policy and its binding take the MutatingAdmissionPolicy API the
+// cluster serves: v1 where it has it (Kubernetes 1.36+, also when v1beta1 is
+// still turned on), else v1beta1 (1.34 and 1.35 with the API turned on).
+func TestChartRendersTheMutatingPolicyUnderTheClustersAPI(t *testing.T) {
+	both := append([]string{"--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"}, withGroupSnapshotAPI...)
+	for _, test := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"v1 (1.36)", withGroupSnapshotAPI, "admissionregistration.k8s.io/v1"},
+		{"v1beta1 (1.34)", withBetaMutatingPolicy, "admissionregistration.k8s.io/v1beta1"},
+		{"both", both, "admissionregistration.k8s.io/v1"},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			n := 0
+			for _, o := range render(t, test.args...) {
+				if !strings.HasPrefix(o.kind(), "MutatingAdmissionPolicy") {
+					continue
+				}
+				n++
+				if got := str(o.doc, "apiVersion"); got != test.want {
+					t.Errorf("%s/%s is %s, want %s", o.kind(), o.name(), got, test.want)
+				}
+			}
+			if n != 2 {
+				t.Errorf("renders %d MutatingAdmissionPolicy objects, want the policy and its binding", n)
 			}
 		})
 	}

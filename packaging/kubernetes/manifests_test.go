@@ -490,12 +490,12 @@ func TestSnapshotContentPolicyIsBoundAndOnlyForThisDriver(t *testing.T) {
 // kubectl apply -f of this directory must work on a cluster without the
 // snapshot CRDs (docs/kubernetes.md calls snapshots optional): whatever names the
 // snapshot API is in snapshotDir, applied once the CRDs are there; whatever
-// names the group snapshot API or MutatingAdmissionPolicy (beta, off by
-// default in 1.34) is in groupSnapshotDir.
+// names the group snapshot API or MutatingAdmissionPolicy (GA from 1.36,
+// beta and off by default before) is in groupSnapshotDir.
 func TestOnlyTheSnapshotDirectoriesNeedTheSnapshotAPIs(t *testing.T) {
 	for _, o := range load(t) {
 		apiVersion := str(o.doc, "apiVersion")
-		needsGroups := strings.HasPrefix(apiVersion, "groupsnapshot.storage.k8s.io/") || apiVersion == "admissionregistration.k8s.io/v1beta1"
+		needsGroups := strings.HasPrefix(apiVersion, "groupsnapshot.storage.k8s.io/") || strings.HasPrefix(o.kind(), "MutatingAdmissionPolicy")
 		needsSnapshots := !needsGroups && (strings.HasPrefix(apiVersion, "snapshot.storage.k8s.io/") ||
 			strings.Contains(fmt.Sprint(o.doc["spec"]), "snapshot.storage.k8s.io"))
 		dir := filepath.Dir(o.file)

@@ -58,6 +58,38 @@ func groupSnapshotCommands(doc string) []string {
 	return commands
 }
 
+// policyCommands keeps, of the docs' group snapshot commands, those for a
+// cluster that serves MutatingAdmissionPolicy as v1 (Kubernetes 1.36 and
+// newer) or, with v1 false, only as v1beta1 (1.34 and 1.35): the docs give
+// the label policy's command once for each, the v1beta1 one rewriting the
+// manifest's apiVersion.
+func policyCommands(commands []string, v1 bool) []string {
+	var kept []string
+	for _, command := range commands {
+		if strings.Contains(command, "80-group-content-node.yaml") && strings.Contains(command, "beta1") == v1 {
+			continue
+		}
+		kept = append(kept, command)
+	}
+	return kept
+}
+
+// servesMutatingPolicyV1 tells whether the apiserver serves
+// MutatingAdmissionPolicy as admissionregistration.k8s.io/v1.
+func (e *env) servesMutatingPolicyV1(t *testing.T) bool {
+	t.Helper()
+	list, err := e.cs.Discovery().ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "mutatingadmissionpolicies" {
+			return true
+		}
+	}
+	return false
+}
+
 // runDocsCommand runs one command line of the docs as a reader pastes it
 // into bash, with NODE set to node and the given directory's kubectl first on
 // PATH; under pipefail, so that a sed that finds no file fails the line
@@ -83,10 +115,12 @@ func testGroupSnapshots(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commands := groupSnapshotCommands(string(doc))
+	v1 := e.servesMutatingPolicyV1(t)
+	commands := policyCommands(groupSnapshotCommands(string(doc)), v1)
 	if len(commands) == 0 {
 		t.Fatalf("%s has no command for groupsnapshots/", installedDocs)
 	}
+	t.Logf("MutatingAdmissionPolicy v1 served: %v; the docs' commands for it: %q", v1, commands)
 	nodes := []string{e.node}
 	if peer := os.Getenv("ZFS_CSI_E2E_PEER_NODE"); peer != "" {
 		nodes = append(nodes, peer)
@@ -256,8 +290,10 @@ func (e *env) deleteGroupSnapshot(t *testing.T, name string, members map[string]
 // Without a cluster (make test): the commands scenario 11 will read from the
 // installed docs/kubernetes.md, run as written against the repository's
 // examples with a kubectl that records what it is given, apply the label
-// policy once and, for each node, a class named after the node and labelled
-// with it, the only kind of class that node's csi-snapshotter sees.
+// policy once, under the MutatingAdmissionPolicy API of the cluster
+// (v1 from Kubernetes 1.36, v1beta1 before), and, for each node, a class
+// named after the node and labelled with it, the only kind of class that
+// node's csi-snapshotter sees.
 func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	doc, err := os.ReadFile("../../../docs/kubernetes.md")
 	if err != nil {
@@ -267,47 +303,62 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	applied := filepath.Join(dir, "applied.yaml")
-	t.Setenv("KUBECTL_APPLIED", applied)
-	fake := "#!/bin/bash\nset -euo pipefail\n[[ $# == 3 && $1 == apply && $2 == -f ]] || { echo \"unexpected: kubectl $*\" >&2; exit 1; }\n" +
-		"{ cat -- \"$3\"; echo; echo ---; } >>\"$KUBECTL_APPLIED\"\n"
-	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(fake), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	commands := groupSnapshotCommands(string(doc))
-	var perNode int
-	for _, command := range commands {
-		local := strings.ReplaceAll(command, "/usr/share/doc/zfs-csi/examples/kubernetes", examples)
-		if local == command {
-			t.Errorf("%q does not name the installed examples", command)
-		}
-		nodes := []string{"node-1"}
-		if strings.Contains(command, "$NODE") {
-			nodes, perNode = []string{"node-1", "node-2.example.com"}, perNode+1
-		}
-		for _, node := range nodes {
-			if _, err := runDocsCommand(local, node, dir); err != nil {
-				t.Error(err)
+	for _, test := range []struct {
+		name string
+		v1   bool
+		api  string
+	}{
+		{"Kubernetes 1.36+", true, "admissionregistration.k8s.io/v1"},
+		{"Kubernetes 1.34 and 1.35", false, "admissionregistration.k8s.io/v1beta1"},
+	} {
+		t.Run(test.name, func(t *testing.T) {
+			dir := t.TempDir()
+			applied := filepath.Join(dir, "applied.yaml")
+			t.Setenv("KUBECTL_APPLIED", applied)
+			fake := "#!/bin/bash\nset -euo pipefail\n[[ $# == 3 && $1 == apply && $2 == -f ]] || { echo \"unexpected: kubectl $*\" >&2; exit 1; }\n" +
+				"{ cat -- \"$3\"; echo; echo ---; } >>\"$KUBECTL_APPLIED\"\n"
+			if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(fake), 0o755); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if perNode != 1 {
-		t.Errorf("commands %q: %d use $NODE, want the one that applies a node's class", commands, perNode)
-	}
-	var got []string
-	for _, object := range appliedObjects(t, applied) {
-		got = append(got, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
-	}
-	slices.Sort(got)
-	want := []string{
-		"MutatingAdmissionPolicy zfs-csi-group-snapshot-content-node ",
-		"MutatingAdmissionPolicyBinding zfs-csi-group-snapshot-content-node ",
-		"VolumeGroupSnapshotClass zfs-group-snapshot-node-1 node-1",
-		"VolumeGroupSnapshotClass zfs-group-snapshot-node-2.example.com node-2.example.com",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("docs/kubernetes.md's commands %q apply (kind, name, managed-by)\n%q\nwant\n%q", commands, got, want)
+			commands := policyCommands(groupSnapshotCommands(string(doc)), test.v1)
+			var perNode int
+			for _, command := range commands {
+				local := strings.ReplaceAll(command, "/usr/share/doc/zfs-csi/examples/kubernetes", examples)
+				if local == command {
+					t.Errorf("%q does not name the installed examples", command)
+				}
+				nodes := []string{"node-1"}
+				if strings.Contains(command, "$NODE") {
+					nodes, perNode = []string{"node-1", "node-2.example.com"}, perNode+1
+				}
+				for _, node := range nodes {
+					if _, err := runDocsCommand(local, node, dir); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if perNode != 1 {
+				t.Errorf("commands %q: %d use $NODE, want the one that applies a node's class", commands, perNode)
+			}
+			var got []string
+			for _, object := range appliedObjects(t, applied) {
+				got = append(got, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
+				if strings.HasPrefix(object.GetKind(), "MutatingAdmissionPolicy") && object.GetAPIVersion() != test.api {
+					t.Errorf("docs/kubernetes.md's commands %q apply %s %s as %s, want %s",
+						commands, object.GetKind(), object.GetName(), object.GetAPIVersion(), test.api)
+				}
+			}
+			slices.Sort(got)
+			want := []string{
+				"MutatingAdmissionPolicy zfs-csi-group-snapshot-content-node ",
+				"MutatingAdmissionPolicyBinding zfs-csi-group-snapshot-content-node ",
+				"VolumeGroupSnapshotClass zfs-group-snapshot-node-1 node-1",
+				"VolumeGroupSnapshotClass zfs-group-snapshot-node-2.example.com node-2.example.com",
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("docs/kubernetes.md's commands %q apply (kind, name, managed-by)\n%q\nwant\n%q", commands, got, want)
+			}
+		})
 	}
 }
 

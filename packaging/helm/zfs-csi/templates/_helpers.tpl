@@ -48,11 +48,22 @@ helm template asks --api-versions groupsnapshot.storage.k8s.io/v1. */}}
 {{- if .Capabilities.APIVersions.Has "groupsnapshot.storage.k8s.io/v1" }}true{{ end -}}
 {{- end -}}
 
-{{/* Whether the cluster serves MutatingAdmissionPolicy v1beta1 (beta and off
-by default in Kubernetes 1.34); helm template asks --api-versions
-admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy. */}}
+{{/* The API version under which the cluster serves MutatingAdmissionPolicy,
+or nothing: v1 (GA and on by default from Kubernetes 1.36) where it has it,
+else v1beta1 (beta and off by default in 1.34 and 1.35). helm template asks
+--api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy (or
+.../v1beta1/MutatingAdmissionPolicy). */}}
+{{- define "zfs-csi.mutatingPolicyAPI" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1beta1
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the cluster serves MutatingAdmissionPolicy at all. */}}
 {{- define "zfs-csi.hasMutatingPolicy" -}}
-{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" }}true{{ end -}}
+{{- if (include "zfs-csi.mutatingPolicyAPI" .) }}true{{ end -}}
 {{- end -}}
 
 {{/* Whether the cluster has ValidatingAdmissionPolicy v1 (Kubernetes 1.30+);
