@@ -2,9 +2,34 @@
 # Constants of the Kubernetes harness (make e2e-k8s): versions and cache paths.
 # Sourced by the scripts in e2e/k8s; nothing here has side effects.
 
-# Kubernetes' own binaries, built from the Go module k8s.io/kubernetes.
+# Kubernetes' own binaries, built from the Go module k8s.io/kubernetes: any
+# release the module proxy serves (measured: v1.34.4, v1.37.2). Everything
+# built from it (binaries, e2e.test, ginkgo) is cached by this version; what
+# depends on the minor version is decided by k8s_minor below, nowhere else.
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+
+# k8s_minor prints the minor version of K8S_VERSION (v1.37.2 → 37), or fails
+# on a version that is not v1.MINOR.PATCH (a pre-release suffix allowed).
+k8s_minor() {
+	[[ $K8S_VERSION =~ ^v1\.([0-9]+)\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] || return 1
+	echo "${BASH_REMATCH[1]}"
+}
+
+# k8s_mutating_policy_api prints the API version under which the cluster serves
+# MutatingAdmissionPolicy (the group snapshot manifests' labelling policy):
+# admissionregistration.k8s.io/v1 from 1.36 on, where it is GA and on by
+# default; v1beta1 before, which the apiserver serves only when asked
+# (cp_start turns it on).
+k8s_mutating_policy_api() {
+	local minor
+	minor="$(k8s_minor)" || return 1
+	if ((minor >= 36)); then
+		echo admissionregistration.k8s.io/v1
+	else
+		echo admissionregistration.k8s.io/v1beta1
+	fi
+}
 
 # Everything built for the cluster is cached here, outside the repo.
 K8S_CACHE="${ZFS_CSI_E2E_CACHE:-${HOME:-/root}/.cache/zfs-csi-e2e}/k8s"

@@ -71,6 +71,13 @@ cp_start() {
 	# 10.0.2.2 is the host as the guest sees it: the "kubernetes" Service's
 	# endpoint, which kube-proxy in the guest sends pods to.
 	cp_hosts >"$CP_DIR/hosts" || die "the host has no IPv4 address of its own for the kubelets"
+	# MutatingAdmissionPolicy (the group snapshot manifests' labelling
+	# policy): beta and off by default before 1.36, GA and on from 1.36,
+	# where setting its gate only draws a warning.
+	local policy_flags=()
+	if [[ $(k8s_mutating_policy_api) == */v1beta1 ]]; then
+		policy_flags=(--feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true)
+	fi
 	cp_spawn kube-apiserver unshare --mount --propagation private \
 		sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$CP_DIR/hosts" \
 		"$CP_BIN/kube-apiserver" \
@@ -83,7 +90,7 @@ cp_start() {
 		--service-cluster-ip-range=10.0.0.0/24 \
 		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
 		--allow-privileged=true \
-		--feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true \
+		"${policy_flags[@]}" \
 		--kubelet-preferred-address-types=Hostname \
 		--kubelet-client-certificate="$CP_PKI/admin.crt" --kubelet-client-key="$CP_PKI/admin.key"
 	cp_wait_ready 120 || return 1

@@ -58,7 +58,8 @@ k8s_cbt_crd() {
 }
 
 k8s_prepare() {
-	local dir="$1" kbin tag
+	local dir="$1" kbin tag policy_api
+	policy_api="$(k8s_mutating_policy_api)" || die "K8S_VERSION=$K8S_VERSION is not a Kubernetes release (v1.MINOR.PATCH)"
 	mkdir -p "$dir/images" "$dir/manifests"
 	kbin="$("$K8S_DIR/build-k8s.sh")" || die "cannot build Kubernetes $K8S_VERSION"
 	install -m 0755 "$kbin/kubelet" "$kbin/kube-proxy" "$kbin/kubectl" "$dir/"
@@ -89,7 +90,7 @@ k8s_prepare() {
 	# Kubernetes version (what helm install would learn from the cluster).
 	"$helm" template zfs-csi "$REPO/packaging/helm/zfs-csi" --namespace zfs-csi-chart --values "$K8S_DIR/helm-values.yaml" \
 		--api-versions snapshot.storage.k8s.io/v1 --api-versions groupsnapshot.storage.k8s.io/v1 \
-		--api-versions admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy \
+		--api-versions "$policy_api/MutatingAdmissionPolicy" \
 		--kube-version "$K8S_VERSION" >"$dir/chart.yaml" ||
 		die "helm template of packaging/helm/zfs-csi failed"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
