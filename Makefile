@@ -12,6 +12,11 @@ export ZFS_VERSION
 HELM_VERSION := v3.19.2
 HELM := out/tools/helm-$(HELM_VERSION)
 HELMTOOL := out/tools/helmtool
+# The Kubernetes version helm assumes without --kube-version (and lints
+# against): helm's own release builds link in its client-go's (v0.34 for
+# v3.19, so 1.34); a plain go build says 1.20, which the chart's kubeVersion
+# (>=1.34.0-0) refuses. Both builds here link in what the release does.
+HELM_LDFLAGS := $(foreach pkg,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMinor=34)
 
 .PHONY: build test e2e demo e2e-image e2e-systemd e2e-k8s e2e-k8s-conformance e2e-nomad bench
 
@@ -66,7 +71,7 @@ test-go:
 .PHONY: helmtool
 helmtool:
 	mkdir -p out/tools
-	cd packaging/checks && go build -o '$(CURDIR)/$(HELMTOOL)' ./helmtool
+	cd packaging/checks && go build -ldflags '$(HELM_LDFLAGS)' -o '$(CURDIR)/$(HELMTOOL)' ./helmtool
 
 
 .PHONY: helm chart
@@ -82,7 +87,7 @@ chart: $(HELM)
 
 $(HELM):
 	mkdir -p out/tools
-	cd / && GOBIN='$(CURDIR)/out/tools/.helmbin' CGO_ENABLED=0 go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	cd / && GOBIN='$(CURDIR)/out/tools/.helmbin' CGO_ENABLED=0 go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv out/tools/.helmbin/helm $@ && rmdir out/tools/.helmbin
 
 # Boots a Debian guest with real ZFS under qemu (TCG) and runs the smoke check,

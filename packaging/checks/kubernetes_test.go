@@ -131,20 +131,17 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 	if total < 12 {
 		t.Errorf("only %d objects in the plain manifests", total)
 	}
-	helm := os.Getenv("HELM")
-	if helm == "" {
-		found, _ := filepath.Glob("../../out/tools/helm*")
-		if len(found) == 0 {
-			t.Fatal("no helm: run make test (it builds out/tools/helmtool), or set HELM")
-		}
-		helm = found[len(found)-1]
-	}
+	helm := helmBinary(t)
 	snapshotAPI := []string{"--api-versions", "snapshot.storage.k8s.io/v1", "--kube-version", "1.34.0"}
 	groupAPI := append([]string{"--api-versions", "groupsnapshot.storage.k8s.io/v1", "--api-versions",
 		"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "--values", "../kubernetes/testdata/encryption-values.yaml",
 		"--values", "../kubernetes/testdata/snapshot-metadata-values.yaml",
 		"--set", "groupSnapshots.nodes={node-1,node-2}"}, snapshotAPI...)
-	for _, args := range [][]string{nil, snapshotAPI, append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...), groupAPI} {
+	// metrics.enabled and alertRules render their objects only where
+	// prometheus-operator's kinds are served.
+	monitoringAPI := []string{"--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--api-versions", "monitoring.coreos.com/v1alpha1/ScrapeConfig"}
+	withValues := append(append([]string{"--values", "../kubernetes/testdata/helm-values.yaml"}, snapshotAPI...), monitoringAPI...)
+	for _, args := range [][]string{nil, snapshotAPI, withValues, groupAPI} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(helm, append([]string{"template", "zfs-csi", "../helm/zfs-csi"}, args...)...)
 		cmd.Stderr = &stderr
@@ -156,4 +153,22 @@ func TestManifestsAndChartDecodeStrictlyByTheAPITypes(t *testing.T) {
 			t.Errorf("helm template %v rendered only %d objects", args, n)
 		}
 	}
+}
+
+// helmBinary is $HELM (make test and make release set it to helmtool),
+// else the helmtool or helm binary make left in out/tools.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if helm := os.Getenv("HELM"); helm != "" {
+		return helm
+	}
+	found, _ := filepath.Glob("../../out/tools/helm*")
+	if len(found) == 0 {
+		t.Fatal("no helm: run make helmtool, or set HELM")
+	}
+	absolute, err := filepath.Abs(found[len(found)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return absolute
 }
