@@ -45,6 +45,7 @@ func TestCluster(t *testing.T) {
 		{"Encryption", testEncryption, false},
 		{"Scheduling", testScheduling, false},
 		{"AcrossNodes", testAcrossNodes, false},
+		{"Move", testMove, false},
 		{"Health", testHealth, false},
 		{"Forwarding", testForwarding, false},
 		{"ChangedBlocks", testChangedBlocks, false},
