@@ -146,7 +146,9 @@ e2e-nomad:
 	e2e/run.sh nomad
 
 # Distro packages into dist/ (packaging/nfpm.yaml): the static binary in
-# /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi. nfpm is pinned
+# /usr/sbin, systemd/zfs-csi.service, /etc/default/zfs-csi, and the Helm
+# chart of the same version in /usr/share/zfs-csi/helm (helm install takes
+# it from there). nfpm is pinned
 # here (v2.44.2 is the newest that installs from the Go module proxy) and built
 # into out/tools on first use. One package per architecture in PKG_ARCHES (the
 # binary is static: cross-compiled). Package versions sort by commit time:
@@ -161,7 +163,7 @@ LAST_TAG := $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null
 PKG_VERSION ?= $(shell echo '$(VERSION)' | grep -Eq '^v?[0-9]+\.[0-9]+\.[0-9]+$$' && echo '$(VERSION)' | sed 's/^v//' || echo '$(or $(LAST_TAG),0.0.0)+git$(COMMIT_TIME).$(COMMIT)')
 PKG_ARCHES ?= amd64 arm64
 
-.PHONY: deb rpm verify-unit lint-packages lint-tools pkg-version
+.PHONY: deb rpm verify-unit lint-packages lint-tools pkg-version pkg-chart release
 
 pkg-version:
 	@echo '$(PKG_VERSION)'
@@ -176,13 +178,47 @@ lint-packages: deb rpm
 lint-tools:
 	packaging/lint.sh --install
 
-deb rpm: build verify-unit $(NFPM)
+# Each architecture's binary stays in out/pkg/ARCH, where make release's
+# SBOM reads what was linked into it.
+deb rpm: build verify-unit $(NFPM) pkg-chart
 	mkdir -p dist out/pkg && rm -f dist/*.$@
 	gzip -9n < packaging/zfs-csi.8 > out/pkg/zfs-csi.8.gz
 	for arch in $(PKG_ARCHES); do \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags "$(LDFLAGS)" -o out/pkg/zfs-csi . && \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags "$(LDFLAGS)" -o out/pkg/$$arch/zfs-csi . && \
 		PKG_VERSION='$(PKG_VERSION)' PKG_ARCH=$$arch $(NFPM) package --config packaging/nfpm.yaml --packager $@ --target dist/ || exit 1; \
 	done
+
+# The chart the packages carry, out/pkg/zfs-csi-$(PKG_VERSION).tgz: make
+# chart with helmtool, whose package is helm's (chartutil.Save), so neither
+# make test nor make release builds helm itself.
+pkg-chart: $(HELMTOOL)
+	rm -f out/pkg/zfs-csi-*.tgz
+	$(MAKE) --no-print-directory chart CHART_DIR=out/pkg HELM='$(CURDIR)/$(HELMTOOL)' PKG_VERSION='$(PKG_VERSION)'
+
+$(HELMTOOL):
+	$(MAKE) --no-print-directory helmtool
+
+# A release in dist/, from a clean start (docs/release.md): the .deb and
+# .rpm of each architecture in PKG_ARCHES, the chart they carry, an SPDX
+# SBOM of the binaries (packaging/checks/sbom: what the Go linker recorded
+# in each, no network), and SHA256SUMS of them all. The packages are linted
+# (lint-packages), and packaging/checks' TestRelease checks what dist/ holds:
+# those files and no other, the sums, the chart inside every package, and
+# helm install of the chart as a package installs it, as docs/release.md
+# shows. Tag the commit vX.Y.Z first for a release version; elsewhere the
+# version is the commit's (make pkg-version).
+RELEASE_CREATED := $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+release:
+	rm -rf dist
+	$(MAKE) --no-print-directory helmtool
+	$(MAKE) --no-print-directory lint-packages PKG_VERSION='$(PKG_VERSION)'
+	cp out/pkg/zfs-csi-$(PKG_VERSION).tgz dist/
+	cd packaging/checks && go run ./sbom -version '$(PKG_VERSION)' -created '$(or $(RELEASE_CREATED),1970-01-01T00:00:00Z)' \
+		-o '$(CURDIR)/dist/zfs-csi-$(PKG_VERSION).spdx.json' $(foreach arch,$(PKG_ARCHES),'$(CURDIR)/out/pkg/$(arch)/zfs-csi')
+	cd dist && sha256sum -- $$(ls | grep -vx SHA256SUMS) > SHA256SUMS
+	cd packaging/checks && RELEASE_DIR='$(CURDIR)/dist' RELEASE_VERSION='$(PKG_VERSION)' RELEASE_ARCHES='$(PKG_ARCHES)' \
+		HELM='$(CURDIR)/$(HELMTOOL)' go test -count=1 -run '^TestRelease' .
+	@echo 'make release: dist/ holds'; cd dist && ls -l
 
 $(NFPM):
 	mkdir -p out/tools
