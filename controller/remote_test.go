@@ -39,9 +39,11 @@ type peerNode struct {
 	// swap, when set, is the snapshot sent whatever was asked for: a peer
 	// that lies.
 	swap string
-	// refusal, when set, is every Open's answer, after delay.
-	refusal error
-	delay   time.Duration
+	// refusal, when set, is every Open's answer, after delay; with
+	// refuseAfter, only once that many streams were opened.
+	refusal     error
+	delay       time.Duration
+	refuseAfter int
 }
 
 const remoteSnapshot = "node-b:tank/csi/src@snap-1"
@@ -125,7 +127,7 @@ func (p *peerNode) Conn(_ context.Context, nodeID string) (grpc.ClientConnInterf
 func (p *peerNode) Open(ctx context.Context, req driver.TransferRequest) (io.ReadCloser, error) {
 	p.mu.Lock()
 	p.requests = append(p.requests, req)
-	if p.refusal != nil {
+	if p.refusal != nil && len(p.requests) > p.refuseAfter {
 		refusal, delay := p.refusal, p.delay
 		p.mu.Unlock()
 		time.Sleep(delay)
@@ -432,7 +434,7 @@ func TestAPullNoCallAsksForAnyMoreIsAbandonedAndLeavesNothing(t *testing.T) {
 	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
 	peer.breakAfter, peer.stall = 1<<19, true
 	h.server.UseTransfers(peer)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
 		t.Fatalf("CreateVolume while the stream stalls: %v, want ABORTED", err)
@@ -478,9 +480,9 @@ func TestAStreamOfAnotherSnapshotThanAskedForIsNeverReceived(t *testing.T) {
 func TestAPullThatFailedWithNoCallWaitingIsTheNextCallsAnswer(t *testing.T) {
 	h := newHarness(t)
 	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	peer.refusal, peer.delay = status.Error(codes.PermissionDenied, "the stream is refused"), 300*time.Millisecond
+	peer.refusal, peer.delay = status.Error(codes.PermissionDenied, "the stream is refused"), 3*time.Second
 	h.server.UseTransfers(peer)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
 		t.Fatalf("the first call: %v, want ABORTED while the pull runs", err)

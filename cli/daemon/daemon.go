@@ -113,7 +113,7 @@ func declareFlags(opts *options) (flags *flag.FlagSet, rules []envflag.Rule, com
 		if err := completePeer(opts.NodeID); err != nil {
 			return envflag.ConfigError{Err: err}
 		}
-		return checkOperatorSocket(opts.endpoint, opts.operatorSocket, opts.node.PathRoots)
+		return checkOperatorSocket(opts.endpoint, opts.operatorSocket, []string{opts.kubeletDir, opts.nomadDataDir})
 	}
 }
 

@@ -32,11 +32,12 @@ func declareOperatorFlags(flags *flag.FlagSet, allowMoves *bool, socket *string)
 	}
 }
 
-// checkOperatorSocket refuses an operator's socket inside a directory an
-// orchestrator reaches (kubelet's, Nomad's data directory, the other
-// allowed roots): a CO's container that mounts one must not find the
-// operator's acts there. Checked with the other settings, before anything
-// starts.
+// checkOperatorSocket refuses an operator's socket inside the directories
+// the orchestrators keep their plugins' sockets and mounts in (kubelet's,
+// Nomad's data directory): a CO's container that mounts one must not find
+// the operator's acts there. The operator's own --allow-paths are not
+// among them (a test's temporary directory is one). Checked with the other
+// settings, before anything starts.
 func checkOperatorSocket(endpoint, socket string, orchestratorDirs []string) error {
 	operator, err := driver.OperatorEndpoint(endpoint, socket)
 	if err != nil {

@@ -2,13 +2,14 @@ package daemon
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 )
 
 func TestTheOperatorsSocketIsRefusedWhereAnOrchestratorReaches(t *testing.T) {
-	roots := []string{"/var/lib/kubelet", "/var/lib/nomad", "/srv/volumes"}
+	roots := []string{"/var/lib/kubelet", "/var/lib/nomad"}
 	tests := []struct {
 		name             string
 		endpoint, socket string
@@ -18,7 +19,7 @@ func TestTheOperatorsSocketIsRefusedWhereAnOrchestratorReaches(t *testing.T) {
 		{"given in /run", "unix:///run/zfs-csi/csi.sock", "unix:///run/zfs-csi-operator/op.sock", false},
 		{"in kubelet's plugin directory", "unix:///run/zfs-csi/csi.sock", "unix:///var/lib/kubelet/plugins/zfs.csi.dev/op.sock", true},
 		{"beside a CSI socket in Nomad's directory", "unix:///var/lib/nomad/csi.sock", "", true},
-		{"in an allowed root", "unix:///run/zfs-csi/csi.sock", "unix:///srv/volumes/op.sock", true},
+		{"in Nomad's client directory", "unix:///run/zfs-csi/csi.sock", "unix:///var/lib/nomad/client/csi/op.sock", true},
 		{"beside kubelet's directory, not in it", "unix:///run/zfs-csi/csi.sock", "unix:///var/lib/kubelet-operator.sock", false},
 	}
 	for _, test := range tests {
@@ -29,5 +30,15 @@ func TestTheOperatorsSocketIsRefusedWhereAnOrchestratorReaches(t *testing.T) {
 				t.Errorf("checkOperatorSocket: %v, want refused %v (a configuration error)", err, test.refused)
 			}
 		})
+	}
+}
+
+func TestTheDaemonStopsWithItsOperatorsSocketInKubeletsDirectory(t *testing.T) {
+	var stderr strings.Builder
+	_, err := parseOptions("test", []string{"--parent-dataset", "tank/csi", "--node-id", "node-a",
+		"--operator-socket", "unix:///var/lib/kubelet/plugins/zfs.csi.dev/operator.sock"}, &stderr)
+	var config envflag.ConfigError
+	if !errors.As(err, &config) || !strings.Contains(err.Error(), "where an orchestrator reaches") {
+		t.Errorf("parseOptions: %v, want a configuration error naming the operator's socket", err)
 	}
 }
