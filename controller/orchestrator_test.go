@@ -13,7 +13,7 @@ import (
 )
 
 // What the real sidecars and orchestrators send, and what they need back
-// (issue 14: defects only a real kubelet, provisioner or Nomad would show).
+// (defects only a real kubelet, provisioner or Nomad would show).
 
 func TestGetCapacityAnswersForEveryStorageClassWithoutCapabilities(t *testing.T) {
 	// external-provisioner's capacity tracking sends a StorageClass's

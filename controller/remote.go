@@ -16,7 +16,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// Volumes made from another node's snapshot (issue 38, decision 14). When
+// Volumes made from another node's snapshot (decision 14). When
 // transfers are configured the snapshot is pulled over the peer channel: a
 // resumable `zfs receive -s` into a hidden dataset, fed by the snapshot
 // node's `zfs send`, which becomes the volume by one `zfs rename` only when

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Forwarding (issue 38): a controller call whose IDs name another node's
+// Forwarding: a controller call whose IDs name another node's
 // volume, snapshot or group snapshot is sent to that node's daemon over the
 // peer channel and its answer returned, so that a CO may send any controller
 // call to any instance (Nomad does; Kubernetes' one leader-elected resizer

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # peer-certs.sh — what an operator gives the daemons for their peer channel
-# (issue 38), made for the two-node harnesses (e2e-nomad, e2e-k8s). Sourced;
+# (docs/across-nodes.md), made for the two-node harnesses (e2e-nomad, e2e-k8s). Sourced;
 # nothing here has side effects.
 
 # peer_certs DIR NODE... writes DIR/ca.pem, a CA made for this run, and for

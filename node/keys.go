@@ -48,8 +48,7 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 	if key == nil && loaded {
 		// Nothing to check. Refusing would break every CO set up without
 		// node-stage secrets, which were needed only after a reboot until
-		// now (issue 34 asks that secrets given be checked, not that they
-		// be required). What guards a loaded key is who reaches the socket;
+		// now (secrets given are checked; they are not required). What guards a loaded key is who reaches the socket;
 		// docs/encryption.md says so: encryption protects data at rest.
 		return nil
 	}

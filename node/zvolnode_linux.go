@@ -16,7 +16,7 @@ import (
 // node (/dev/zdN, made by devtmpfs as the zvol appears): udev runs zvol_id,
 // which asks the node for its dataset's name with the BLKZNAME ioctl. With
 // many zvols made at once on a loaded host, udev's queue holds the link back
-// for a minute and more (issue 37: twenty claims at once in a TCG guest
+// for a minute and more (twenty claims at once in a TCG guest
 // made every NodeStageVolume time out). Staging does not wait for udev when
 // it need not: after linkGrace without the link, it asks the nodes itself,
 // as zvol_id does.

@@ -11,7 +11,7 @@ import (
 // staging need to know of a volume. Exec reads it in-process with the ioctl
 // zfs itself uses (ZFS_IOC_OBJSET_STATS on /dev/zfs) and runs `zfs list`
 // only when that read cannot answer for certain: under emulation a process
-// start alone costs more than the whole read (docs/benchmarks.md, issue 37).
+// start alone costs more than the whole read (docs/benchmarks.md).
 type Inspector interface {
 	// Inspect reports name (a filesystem, volume or snapshot) with the
 	// InspectedFields filled and every other field zero, or ErrNotFound.

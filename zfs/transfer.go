@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// Transfers between hosts (issue 38): a snapshot leaves one host as the
+// Transfers between hosts: a snapshot leaves one host as the
 // stdout of `zfs send` and arrives at another as the stdin of a resumable
 // `zfs receive -s`. This package runs both ends and reads nothing of the
 // stream but its BEGIN record: what the sending side checks before a byte

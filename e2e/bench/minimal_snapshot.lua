@@ -1,4 +1,4 @@
--- The least a snapshot program can do (make bench, section 1; issue 37): the
+-- The least a snapshot program can do (make bench, section 1): the
 -- snapshot and its properties in one transaction, no guard, no mark while
 -- it runs, nothing read back. argv = snapshot, then property, value pairs.
 -- Timed beside the driver's own program (zfs/programs/snapshot.lua), it

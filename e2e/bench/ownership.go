@@ -14,7 +14,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// NodeStageVolume's ownership read (issue 37 item 2) is zfs.Exec.Inspect:
+// NodeStageVolume's ownership read is zfs.Exec.Inspect:
 // ZFS_IOC_OBJSET_STATS on /dev/zfs, the ioctl zfs list itself makes, its
 // answer decoded in-process, and a zfs list only when that cannot answer.
 // Section 4 times the driver's read (the zfs package's Inspect, the code the

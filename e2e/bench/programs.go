@@ -23,7 +23,7 @@ import (
 // bare side's datasets, run by zfs program as the driver runs it. The
 // counting run (section 6) keeps the script each program read from stdin.
 
-// minimalSnapshotProgram is a prototype of issue 37 item 2: a snapshot
+// minimalSnapshotProgram is a prototype of the least a snapshot program can be: a snapshot
 // program that does only the snapshot and its properties.
 //
 //go:embed minimal_snapshot.lua

@@ -30,7 +30,7 @@ type item struct {
 	// (set-up it needs is not timed): a third side, and a row of its own.
 	bareProgram func(ctx context.Context, i int) (time.Duration, error)
 	// prototype, when set, is a design option measured beside the others
-	// (issue 37 item 2): a fourth side and a row of its own.
+	// (the snapshot program's prototype): a fourth side and a row of its own.
 	prototype *prototype
 }
 

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The node's trust boundary on real ZFS (issue 34): whoever reaches the
+// The node's trust boundary on real ZFS: whoever reaches the
 // socket is untrusted with host paths.
 
 func TestNodeTouchesNoHostPathOutsideItsRoots(t *testing.T) {

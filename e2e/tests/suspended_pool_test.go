@@ -93,8 +93,8 @@ func (p *suspendedPool) remove() {
 	run(t, "losetup", "-d", p.loop)
 }
 
-// TestASuspendedPoolWedgesNoOtherVolume is issue 14's "no call may hold a
-// lock forever" on real ZFS. The pool's device starts failing every I/O;
+// TestASuspendedPoolWedgesNoOtherVolume is "no call may hold a lock
+// forever" on real ZFS. The pool's device starts failing every I/O;
 // the next CreateVolume in that pool makes ZFS suspend it and its zfs
 // command stays stuck in the kernel. That call answers when its deadline
 // passes (the driver leaves the command behind), a retry of the same name

@@ -23,7 +23,7 @@ type TransferPool interface {
 // The key of the encrypted cases: a passphrase as zfs reads it from stdin.
 var transferKey = []byte("transfer-cases-passphrase")
 
-// TransferCases are how send and receive behave (issue 38): a stream, cut
+// TransferCases are how send and receive behave: a stream, cut
 // short, resumed, raw; the table runs against the Fake in `go test` and
 // against real ZFS in `make e2e` (e2e/tests), as GuardedCases do.
 func TransferCases() []GuardedCase {

@@ -94,7 +94,7 @@ step_driver() {
 	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
 }
 
-# peer_channel configures the daemons' peer channel (issue 38) with the
+# peer_channel configures the daemons' peer channel (docs/across-nodes.md) with the
 # certificates host.sh made: each node serves the other at port 7443 of its
 # link address, as the nodes' table gives them.
 peer_channel() {
