@@ -29,7 +29,7 @@ NODE=node-$ROLE
 SERVER_IP=192.168.77.1
 IP=$SERVER_IP
 [[ $ROLE == b ]] && IP=192.168.77.2
-# The daemons' peer channel (issue 38): each serves the other at port 7443.
+# The daemons' peer channel: each serves the other at port 7443.
 PEER_PORT=7443
 PEER_DIR=/etc/zfs-csi/peer
 POOL=tank
@@ -114,6 +114,21 @@ client {
   # plugin job runs as nobody (the Plugin scenario checks it).
   options {
     "user.denylist" = "Administrator"
+  }
+  # What the exec tasks' chroots hold: the plugin job's sleep, the
+  # scenarios' sh and coreutils, and their libraries. Nomad 1.6 builds each
+  # exec allocation's chroot by linking every file of chroot_env into it;
+  # its default (all of /usr, /etc, /bin, /lib, …) is some 40,000 files in
+  # this image (kernel headers and modules for DKMS among them), which under
+  # TCG took 4 min 45 s per allocation. The real-host default is not at stake:
+  # this only keeps each job's start short.
+  chroot_env {
+    "/bin"                      = "/bin"
+    "/etc"                      = "/etc"
+    "/lib64"                    = "/lib64"
+    "/lib/x86_64-linux-gnu"     = "/lib/x86_64-linux-gnu"
+    "/usr/bin"                  = "/usr/bin"
+    "/usr/lib/x86_64-linux-gnu" = "/usr/lib/x86_64-linux-gnu"
   }
 }
 acl {

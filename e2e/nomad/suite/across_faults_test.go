@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// Across nodes when something goes wrong (issue 38's done-when, through
+// Across nodes when something goes wrong (through
 // Nomad): the sending daemon killed in the middle of a pull, an encrypted
 // volume's restore on the other node, and a peer whose certificate comes
 // from another CA.

@@ -14,7 +14,7 @@ import (
 // (driver.OtherNodeMarker), the one Nomad's client retries on.
 const otherNodeMarker = "CSI client error (retryable)"
 
-// 2b. Forwarding (issue 38 item 4): with the peer channel configured (suite.sh
+// 2b. Forwarding: with the peer channel configured (suite.sh
 // gives both daemons certificates and each other's address), a controller
 // call for node-b's volume that reaches node-a's daemon is forwarded to
 // node-b and answered from there. First deterministically, node-a's daemon

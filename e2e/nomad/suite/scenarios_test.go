@@ -270,7 +270,7 @@ func (e *env) blockVolume(t *testing.T, file, specID, size string) {
 		} else if got := strings.TrimSpace(must(t, "head", "-n", "1", devices[0])); got != token {
 			t.Errorf("the second claim's device holds %q, want %q", got, token)
 		}
-		must(t, "nomad", "job", "stop", "-purge", job)
+		e.stopService(t, job, id)
 	}
 	eventually(t, 3*time.Minute, "the volume's claims to be released", func() (bool, error) {
 		_, err := run("nomad", "volume", "delete", id)
@@ -306,6 +306,23 @@ func (e *env) running(t *testing.T, path, job string) alloc {
 		return a.ClientStatus == "running", fmt.Errorf("%s", a.ClientStatus)
 	})
 	return a
+}
+
+// stopService stops and purges a service job that claims volume vol, and
+// waits until no allocation holds the volume. Detached: Nomad 1.6's `job
+// stop` monitors the job's deployment, which the stop cancels, and then
+// exits 1 although the job stopped.
+func (e *env) stopService(t *testing.T, job, vol string) {
+	t.Helper()
+	must(t, "nomad", "job", "stop", "-detach", "-purge", job)
+	eventually(t, 3*time.Minute, "no allocation to hold volume "+vol, func() (bool, error) {
+		var v struct{ ReadAllocs, WriteAllocs map[string]any }
+		out, err := run("nomad", "volume", "status", "-json", vol)
+		if err != nil || decode(out, &v) != nil {
+			return false, fmt.Errorf("%v %s", err, out)
+		}
+		return len(v.ReadAllocs)+len(v.WriteAllocs) == 0, fmt.Errorf("readers %d, writers %d", len(v.ReadAllocs), len(v.WriteAllocs))
+	})
 }
 
 // 4. Snapshot, a volume from it, expansion, deletion (on this host, where
@@ -391,7 +408,7 @@ func testRestart(t *testing.T, e *env) {
 			t.Errorf("after restarting %s the writer stopped writing: %d lines, then %d", unit, before, after)
 		}
 	}
-	must(t, "nomad", "job", "stop", "-purge", "busy-writer")
+	e.stopService(t, "busy-writer", id)
 	eventually(t, 3*time.Minute, "the volume's claim to be released", func() (bool, error) {
 		_, err := run("nomad", "volume", "delete", id)
 		return err == nil, err

@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Issue 38 item 6: a cross-node restore's stream against bare `zfs send |
+// A cross-node restore's stream against bare `zfs send |
 // zfs receive` over the same link between the same two guests. The bare
 // side is the cheapest equal work: node-a's `zfs send` (the driver's flags)
 // copied by Go into a plain TCP connection, node-b's TestBareReceiver
