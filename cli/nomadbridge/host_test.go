@@ -53,7 +53,7 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "alloc not found", http.StatusNotFound)
 		return
 	}
-	// What Nomad 1.11.3 answers for an allocation in a namespace the
+	// What Nomad 1.6.3 answers for an allocation in a namespace the
 	// token may not read.
 	if alloc["Namespace"] != f.readable {
 		http.Error(w, fmt.Sprintf("Unknown allocation %q", id), http.StatusInternalServerError)

@@ -18,7 +18,7 @@ import (
 // errUnknownAllocation is Nomad's answer for an allocation it does not
 // have (404 "alloc not found") or that the token may not see: one in a
 // namespace the token may not read is 500 "Unknown allocation" (measured on
-// Nomad 1.11.3; the prefix is structs.ErrUnknownAllocationPrefix).
+// Nomad 1.6.3; the prefix is structs.ErrUnknownAllocationPrefix).
 var errUnknownAllocation = errors.New("Nomad does not show this allocation to the bridge's token")
 
 // allocation holds the fields of Nomad's Allocation (GET /v1/allocation/:id)
