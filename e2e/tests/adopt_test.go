@@ -175,6 +175,24 @@ func (d *driverProcess) adoptedNodeVolume(volume *csi.Volume, capability *csi.Vo
 	return v
 }
 
+// operatorRetried is operatorCall until the restarted daemon answers: its
+// sockets are served a moment after it starts, and a call under way when
+// it was killed may still hold its lock (ABORTED).
+func (d *driverProcess) operatorRetried(method string, fields map[string]any) (*csi.Volume, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		volume, err := d.operatorCall(ctx(d.t), method, fields)
+		switch status.Code(err) {
+		case codes.Unavailable, codes.Aborted:
+			if time.Now().Before(deadline) {
+				time.Sleep(300 * time.Millisecond)
+				continue
+			}
+		}
+		return volume, err
+	}
+}
+
 // A daemon SIGKILLed at a random instant of an adoption or a release
 // leaves the dataset adopted or as it was, never half-marked; the same
 // call again completes it.
@@ -200,7 +218,7 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 		cancel()
 		d.killHard()
 		halfMarked("after a kill during adopt")
-		volume, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adopt)
+		volume, err := d.operatorRetried(driver.OperatorAdopt, adopt)
 		if err != nil {
 			t.Fatalf("round %d: adopt again after the kill: %v", round, err)
 		}
@@ -213,7 +231,7 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 		d.killHard()
 		if managed := zfsGet(t, "zfs.csi.dev:managed", dataset); managed == "true" {
 			halfMarked("after a kill during release, still adopted")
-			if _, err := d.operatorCall(ctx(t), driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()}); err != nil {
+			if _, err := d.operatorRetried(driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()}); err != nil {
 				t.Fatalf("round %d: release again after the kill: %v", round, err)
 			}
 		}
