@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Across nodes (issue 38 items 2 and 3) through Nomad, with the daemons'
+// Across nodes through Nomad, with the daemons'
 // peer channel: a restore of this node's snapshot on the peer, and a volume
 // in use on the peer moved here (docs/across-nodes.md).
 
