@@ -69,6 +69,9 @@ step_driver() {
 	# As README.md says: the parent dataset; the node ID is the host name.
 	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
 	set_option ZFS_CSI_LOG_LEVEL debug
+	# The MoveAcrossNodes scenario moves a volume between the nodes: both
+	# operators allow it (docs/across-nodes.md, "Moving a volume").
+	set_option ZFS_CSI_ALLOW_MOVES true
 	peer_channel || return 1
 	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
 	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
