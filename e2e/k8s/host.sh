@@ -104,7 +104,7 @@ k8s_prepare() {
 	echo "$WORKLOAD_IMAGE" >"$dir/workload-image"
 	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
 	(cd "$K8S_DIR" && go run ./cmd/pki -dir "$dir/pki" -node "$(k8s_node a name),$(k8s_node b name)") || die "cannot make the certificates"
-	# The daemons' peer channel (issue 38): node IDs are the node names.
+	# The daemons' peer channel (docs/across-nodes.md): node IDs are the node names.
 	peer_certs "$dir/peer" "$(k8s_node a name)" "$(k8s_node b name)" || die "cannot make the peer channel's certificates"
 	(cd "$K8S_DIR" && CGO_ENABLED=0 go test -c -o "$dir/k8s.test" ./suite) || die "the scenarios do not compile (e2e/k8s/suite)"
 }

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// AcrossNodes (issue 38): with the daemons' peer channel, a claim restored
+// AcrossNodes: with the daemons' peer channel, a claim restored
 // from a snapshot of this node's volume, whose pod is pinned to the other
 // node, is made there: the other node's provisioner asks its daemon, which
 // pulls the snapshot over the channel (CreateVolume answers ABORTED with the

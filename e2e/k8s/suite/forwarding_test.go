@@ -19,7 +19,7 @@ import (
 // its dots as dashes).
 const resizerLease = "external-resizer-zfs-csi-dev"
 
-// Forwarding (issue 38 item 4): with the daemons' peer channel (suite.sh
+// Forwarding: with the daemons' peer channel (suite.sh
 // configures it on both nodes) the one leader-elected csi-resizer expands
 // and modifies volumes of any node through its own node's daemon. The
 // leader is moved off this node first, so each call is one the other

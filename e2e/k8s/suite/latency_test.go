@@ -32,7 +32,7 @@ type sample struct {
 	driver map[string]time.Duration
 }
 
-// 10. What a Kubernetes user waits for (issue 37 item 4): claim and pod
+// 10. What a Kubernetes user waits for: claim and pod
 // created → pod Running, 20 claims at once per StorageClass; VolumeSnapshot
 // created → readyToUse; restore claim (and pod) created → pod Running. Beside
 // each, the share of the wait spent inside the driver's calls, from the
