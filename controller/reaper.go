@@ -187,7 +187,10 @@ func (s *Server) reapRows(ctx context.Context, volumes, snapshots []zfs.Dataset)
 		}
 	}
 	for _, row := range snapshots {
-		if s.owner.InternalSnapshot(row) && len(row.Clones) == 0 {
+		// A pull's round is internal and has no clone, but another node
+		// may be receiving it or need it as the base of the next round:
+		// it goes when that pull ends (pulls.go), not here.
+		if s.owner.InternalSnapshot(row) && len(row.Clones) == 0 && row.User[s.props.PullFor] == "" {
 			if err := s.reapOne(ctx, row.Name, true, zfs.DestroyOptions{Defer: true}); err != nil {
 				failed = err
 			}

@@ -245,6 +245,21 @@ func TestTheSweepRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
 	}
 }
 
+func TestTheSweepLeavesAPullsRoundToItsPull(t *testing.T) {
+	h := newHarness(t)
+	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
+	round := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "pull-0123456789abcdef"
+	if err := h.fake.Snapshot(context.Background(), round, map[string]string{h.props.Internal: "true", h.props.PullFor: "node-b:tank/csi/v"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.server.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !h.fake.Exists(round) {
+		t.Error("the sweep destroyed a round another node's pull needs (a daemon restarted mid-move lost the move's base)")
+	}
+}
+
 // A sweep that could not list keeps what passes were told to look at.
 func TestASweepThatFailsKeepsWhatItWatches(t *testing.T) {
 	ctx := context.Background()
