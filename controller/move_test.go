@@ -234,13 +234,7 @@ func TestAnAbandonedCloneAcrossNodesLeavesNoRoundOnTheSource(t *testing.T) {
 	if _, err := h.server.CreateVolume(ctx, volumeSourceRequest("pvc-c", "clone")); code(err) != codes.Aborted {
 		t.Fatalf("CreateVolume while the stream stalls: %v, want ABORTED", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for h.server.copies.running("pvc-c") != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the pull nobody asks for goes on")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.awaitNoPull("pvc-c")
 	if left := roundsLeft(peer); len(left) != 0 {
 		t.Errorf("an abandoned pull left its round on the source's node: %v", left)
 	}

@@ -202,6 +202,17 @@ func remoteRequest(name string, capability *csi.VolumeCapability) *csi.CreateVol
 	return req
 }
 
+// awaitNoPull waits until no pull of name runs (it ended, or was
+// abandoned), or fails the test after ten seconds.
+func (h *harness) awaitNoPull(name string) {
+	h.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); h.server.copies.running(name) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the pull of %s goes on", name)
+		}
+	}
+}
+
 // incomingLeft lists what pulls left in the hidden container.
 func (h *harness) incomingLeft() []string {
 	h.t.Helper()
@@ -439,13 +450,7 @@ func TestAPullNoCallAsksForAnyMoreIsAbandonedAndLeavesNothing(t *testing.T) {
 	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
 		t.Fatalf("CreateVolume while the stream stalls: %v, want ABORTED", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for h.server.copies.running("pvc-r") != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the pull nobody asks for goes on")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.awaitNoPull("pvc-r")
 	if left := h.incomingLeft(); len(left) != 0 {
 		t.Errorf("left in the hidden container: %v", left)
 	}
@@ -487,11 +492,7 @@ func TestAPullThatFailedWithNoCallWaitingIsTheNextCallsAnswer(t *testing.T) {
 	if _, err := h.server.CreateVolume(ctx, remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.Aborted {
 		t.Fatalf("the first call: %v, want ABORTED while the pull runs", err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); h.server.copies.running("pvc-r") != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the pull did not end")
-		}
-	}
+	h.awaitNoPull("pvc-r")
 	if _, err := h.server.CreateVolume(context.Background(), remoteRequest("pvc-r", mountCapability(""))); code(err) != codes.PermissionDenied {
 		t.Errorf("the call after the pull failed: %v, want its PERMISSION_DENIED", err)
 	}
