@@ -7,9 +7,6 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/zfs-csi/zfs-csi/driver"
 )
@@ -25,31 +22,16 @@ var OperatorServiceDesc = grpc.ServiceDesc{
 	Methods: []grpc.MethodDesc{
 		{MethodName: driver.OperatorMoveRound, Handler: moveHandler(false)},
 		{MethodName: driver.OperatorMoveFinal, Handler: moveHandler(true)},
-		{MethodName: driver.OperatorAdopt, Handler: operatorHandler(driver.OperatorAdopt, (*Server).adoptFields)},
-		{MethodName: driver.OperatorRelease, Handler: operatorHandler(driver.OperatorRelease, (*Server).releaseFields)},
+		{MethodName: driver.OperatorAdopt, Handler: volumeAnswer(driver.OperatorAdopt, (*Server).adoptFields)},
+		{MethodName: driver.OperatorRelease, Handler: volumeAnswer(driver.OperatorRelease, (*Server).releaseFields)},
 	},
 }
 
-// operatorHandler serves a method whose request is string fields and whose
-// answer is a csi.Volume.
-func operatorHandler(method string, call func(*Server, context.Context, pullsFields) (*csi.Volume, error)) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
-	return func(srv any, ctx context.Context, decode func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-		in := new(structpb.Struct)
-		if err := decode(in); err != nil {
-			return nil, err
-		}
-		handle := func(ctx context.Context, req any) (any, error) {
-			fields, err := stringFields(req.(*structpb.Struct))
-			if err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "%v", err)
-			}
-			return call(srv.(*Server), ctx, fields)
-		}
-		if interceptor == nil {
-			return handle(ctx, in)
-		}
-		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + driver.OperatorService + "/" + method}, handle)
-	}
+// volumeAnswer is a method of the operator's whose answer is a volume.
+func volumeAnswer(method string, call func(*Server, context.Context, pullsFields) (*csi.Volume, error)) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return fieldsHandler("/"+driver.OperatorService+"/"+method, func(s *Server, ctx context.Context, fields pullsFields) (any, error) {
+		return call(s, ctx, fields)
+	})
 }
 
 // adoptFields is Adopt from the operator's request.

@@ -55,9 +55,9 @@ var PullsServiceDesc = grpc.ServiceDesc{
 	ServiceName: PullsService,
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{
-		{MethodName: pullsDescribe, Handler: pullsHandler((*Server).describeSource)},
-		{MethodName: pullsTakeRound, Handler: pullsHandler((*Server).takeRound)},
-		{MethodName: pullsEnd, Handler: pullsHandler((*Server).endPull)},
+		{MethodName: pullsDescribe, Handler: pullsHandler(pullsDescribe, (*Server).describeSource)},
+		{MethodName: pullsTakeRound, Handler: pullsHandler(pullsTakeRound, (*Server).takeRound)},
+		{MethodName: pullsEnd, Handler: pullsHandler(pullsEnd, (*Server).endPull)},
 	},
 }
 
@@ -68,27 +68,36 @@ type pullsFields map[string]string
 
 func (f pullsFields) flag(name string) bool { return f[name] == "true" }
 
-func pullsHandler(method pullsMethod) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+func pullsHandler(name string, method pullsMethod) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return fieldsHandler("/"+PullsService+"/"+name, func(s *Server, ctx context.Context, fields pullsFields) (any, error) {
+		answer, err := method(s, ctx, fields)
+		if err != nil {
+			return nil, err
+		}
+		return stringStruct(answer)
+	})
+}
+
+// fieldsHandler serves a method whose request is a google.protobuf.Struct
+// of string fields (the Pulls service's, and the operator's adopt and
+// release) behind the server's interceptors.
+func fieldsHandler(fullMethod string, call func(*Server, context.Context, pullsFields) (any, error)) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
 	return func(srv any, ctx context.Context, decode func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
 		in := new(structpb.Struct)
 		if err := decode(in); err != nil {
 			return nil, err
 		}
-		call := func(ctx context.Context, req any) (any, error) {
+		handle := func(ctx context.Context, req any) (any, error) {
 			fields, err := stringFields(req.(*structpb.Struct))
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "%v", err)
 			}
-			answer, err := method(srv.(*Server), ctx, fields)
-			if err != nil {
-				return nil, err
-			}
-			return stringStruct(answer)
+			return call(srv.(*Server), ctx, fields)
 		}
 		if interceptor == nil {
-			return call(ctx, in)
+			return handle(ctx, in)
 		}
-		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + PullsService + "/"}, call)
+		return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: fullMethod}, handle)
 	}
 }
 
