@@ -5,7 +5,6 @@ package tests
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,7 +77,7 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	if adopted != parent+"/db" || zfsGet(t, "mountpoint", adopted) != "legacy" {
 		t.Errorf("adopted as %s, mountpoint %s", adopted, zfsGet(t, "mountpoint", adopted))
 	}
-	v := d.adoptedNodeVolume(volume, mountCap(""))
+	v := d.nodeVolumeOf(volume, mountCap(""))
 	d.stage(v)
 	d.publish(v, false)
 	if got := strings.TrimSpace(mustRun(t, "cat", filepath.Join(v.target, "table"))); got != "rows" {
@@ -121,7 +120,7 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("adopting the zvol: %v", err)
 	}
-	w := d.adoptedNodeVolume(owned, mountCap("ext4"))
+	w := d.nodeVolumeOf(owned, mountCap("ext4"))
 	d.stage(w)
 	d.publish(w, false)
 	if got := strings.TrimSpace(mustRun(t, "cat", filepath.Join(w.target, "image"))); got != "disk" {
@@ -156,23 +155,6 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	if exists(t, parent+"/tree") || exists(t, parent+"/unbounded") {
 		t.Error("a refused adoption moved its dataset")
 	}
-}
-
-// adoptedNodeVolume is an adopted volume as the node tests use one.
-func (d *driverProcess) adoptedNodeVolume(volume *csi.Volume, capability *csi.VolumeCapability) *nodeVolume {
-	d.t.Helper()
-	dir := d.t.TempDir()
-	v := &nodeVolume{volume: volume, capability: capability, staging: filepath.Join(dir, "staging"), target: filepath.Join(dir, "target")}
-	if err := os.Mkdir(v.staging, 0o750); err != nil {
-		d.t.Fatal(err)
-	}
-	d.t.Cleanup(func() {
-		if d.running() {
-			d.unpublish(v)
-			d.unstage(v)
-		}
-	})
-	return v
 }
 
 // operatorRetried is operatorCall until the restarted daemon answers: its

@@ -31,9 +31,15 @@ func (d *driverProcess) newNodeVolume(name string, size int64, capability *csi.V
 	d.t.Helper()
 	request := volumeRequest(name, size, capability, nil)
 	request.VolumeContentSource = source
+	return d.nodeVolumeOf(d.createVolume(request), capability)
+}
+
+// nodeVolumeOf is a volume that exists already (made, or adopted) as the
+// node tests use it, unstaged and unpublished when the test ends.
+func (d *driverProcess) nodeVolumeOf(volume *csi.Volume, capability *csi.VolumeCapability) *nodeVolume {
+	d.t.Helper()
 	dir := d.t.TempDir()
-	v := &nodeVolume{volume: d.createVolume(request), capability: capability,
-		staging: filepath.Join(dir, "staging"), target: filepath.Join(dir, "target")}
+	v := &nodeVolume{volume: volume, capability: capability, staging: filepath.Join(dir, "staging"), target: filepath.Join(dir, "target")}
 	if err := os.Mkdir(v.staging, 0o750); err != nil {
 		d.t.Fatal(err)
 	}
