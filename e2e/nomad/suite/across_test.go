@@ -75,10 +75,10 @@ func testMoveAcrossNodes(t *testing.T, e *env) {
 		t.Logf("round %d: %s", round, strings.TrimSpace(out))
 		time.Sleep(3 * time.Second)
 	}
-	must(t, "nomad", "job", "stop", "-purge", id+"-writer")
+	// A service job: stopped detached, as stopService says why.
+	e.stopService(t, id+"-writer", id)
 	// What the volume holds once its writer stopped, read where it is.
 	sums := "cd /data && cat log blob-* | sha256sum | cut -d' ' -f1"
-	e.released(t, id)
 	_, before := e.runJob(t, e.workload(t, id+"-sum", id, false, sums), id+"-sum")
 	e.released(t, id)
 
