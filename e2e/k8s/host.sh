@@ -93,6 +93,11 @@ k8s_prepare() {
 		--api-versions "$policy_api/MutatingAdmissionPolicy" \
 		--kube-version "$K8S_VERSION" >"$dir/chart.yaml" ||
 		die "helm template of packaging/helm/zfs-csi failed"
+	# Scenario Chart installs the chart as a user does, with helm install
+	# --wait on the node (helm asks the cluster what APIs it serves).
+	install -m 0755 "$helm" "$dir/helm"
+	rm -rf "$dir/chart-src" && cp -r "$REPO/packaging/helm/zfs-csi" "$dir/chart-src"
+	cp "$K8S_DIR/helm-values.yaml" "$dir/helm-values.yaml"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshotter:##p' "$REPO/packaging/kubernetes/30-sidecars.yaml")"
 	k8s_addons "$dir/addons" "$tag"
 	tag="$(sed -n 's#^ *image: registry.k8s.io/sig-storage/csi-snapshot-metadata:##p' "$REPO/$SNAPSHOT_METADATA_MANIFEST")"

@@ -229,7 +229,7 @@ step_scenarios() {
 	local run
 	run="$(scenarios_asked)"
 	local args=(-test.v -test.timeout 90m -test.run "${run:-^TestCluster\$}")
-	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart.yaml" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
+	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart-src" ZFS_CSI_E2E_CHART_VALUES="$K8S/helm-values.yaml" ZFS_CSI_E2E_HELM="$K8S/helm" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_NODE="$PEER_NODE" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" \
 		ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" ZFS_CSI_E2E_RESULTS="$RESULTS" \
 		ZFS_CSI_E2E_LISTER_IMAGE="$(cat "$K8S/lister-image")" \

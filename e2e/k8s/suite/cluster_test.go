@@ -29,7 +29,9 @@ type env struct {
 	image     string
 	manifests string
 	kubectl   string
-	chart     string // the chart rendered with e2e/k8s/helm-values.yaml
+	chart     string // the chart's directory, as packaging/helm/zfs-csi
+	values    string // e2e/k8s/helm-values.yaml, for helm install
+	helmTool  string // the helm make helm builds
 	ns        string // where the scenarios' claims and pods are
 	driverNS  string // where the sidecars run: the manifests', then the chart's
 }
@@ -51,6 +53,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{
 		node: get("ZFS_CSI_E2E_NODE"), pool: get("ZFS_CSI_E2E_POOL"), image: get("ZFS_CSI_E2E_WORKLOAD_IMAGE"),
 		manifests: get("ZFS_CSI_E2E_MANIFESTS"), kubectl: get("ZFS_CSI_E2E_KUBECTL"), chart: get("ZFS_CSI_E2E_CHART"),
+		values: get("ZFS_CSI_E2E_CHART_VALUES"), helmTool: get("ZFS_CSI_E2E_HELM"),
 		ns: "e2e", driverNS: driverNS,
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", get("KUBECONFIG"))

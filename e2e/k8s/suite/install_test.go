@@ -104,10 +104,15 @@ func (e *env) setDistributedSnapshotting(t *testing.T, on bool) {
 var chartClasses = []class{{"chart-dataset", false}, {"chart-ext4", false}}
 
 // 9. The Helm chart, with values that are not the defaults, replaces the
-// plain manifests: the sidecars run in its namespace with its priority class
-// and node selector, its StorageClasses provision with their parameters, and
-// snapshots restore through it.
+// plain manifests, installed as a user does: helm install --wait, while the
+// other node runs no zfs-csi (its daemon stopped and the label kubelet gave
+// it taken away, as a node that never ran it). The install finishes with
+// the sidecars on this node only; once the other node's daemon is back,
+// kubelet labels it again and the sidecars follow. Then the chart's
+// StorageClasses provision with their parameters, and snapshots restore
+// through it.
 func testChart(t *testing.T, e *env) {
+	peer := needPeer(t)
 	// kubelet removes a pod's logs with the pod: check the manifests'
 	// sidecars for RBAC and watch errors while they are there.
 	e.sidecarLogsClean(t)
@@ -115,16 +120,26 @@ func testChart(t *testing.T, e *env) {
 	// The chart owns no Namespace (helm install --create-namespace makes it).
 	must(t, e.kubectl, "create", "namespace", chartNS)
 	must(t, e.kubectl, "label", "namespace", chartNS, "pod-security.kubernetes.io/enforce=privileged")
-	must(t, e.kubectl, "apply", "-f", e.chart)
+	e.withoutDaemon(t, peer)
+	start := time.Now()
+	out := e.helm(t, "install", "zfs-csi", e.chart, "--namespace", chartNS, "--values", e.values, "--wait", "--timeout", "10m")
+	t.Logf("helm install --wait returned after %s with %s running no zfs-csi: %s", time.Since(start).Round(time.Second), peer,
+		strings.Join(strings.Fields(out), " "))
 	e.driverNS = chartNS
-	e.sidecarsReady(t)
 	pods, err := e.cs.CoreV1().Pods(chartNS).List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + sidecarsDS})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("the chart's sidecar pods: %v (%v)", pods, err)
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != e.node {
+		t.Fatalf("the chart's sidecar pods with %s running no zfs-csi: %v (%v), want one, on %s", peer, podNodes(pods.Items), err, e.node)
 	}
-	if p := pods.Items[0]; p.Spec.PriorityClassName != "system-node-critical" || p.Spec.NodeSelector[topologyKey] != e.node {
-		t.Errorf("the chart's sidecar pod: priority class %q, node selector %v; want the values' system-node-critical and %s=%s",
-			p.Spec.PriorityClassName, p.Spec.NodeSelector, topologyKey, e.node)
+	e.daemonBack(t, peer)
+	e.sidecarsReady(t)
+	pods, err = e.cs.CoreV1().Pods(chartNS).List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + sidecarsDS})
+	if err != nil || len(pods.Items) != 2 {
+		t.Fatalf("the chart's sidecar pods with both daemons: %v (%v)", podNodes(pods.Items), err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.PriorityClassName != "system-node-critical" {
+			t.Errorf("the chart's sidecar pod %s: priority class %q; want the values' system-node-critical", p.Name, p.Spec.PriorityClassName)
+		}
 	}
 	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx(), contentPolicy, metav1.GetOptions{}); err != nil {
 		t.Errorf("the chart's admission policy: %v", err)

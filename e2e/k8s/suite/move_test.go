@@ -47,7 +47,7 @@ func testMove(t *testing.T, e *env) {
 	c := classes[0] // a dataset
 	src, moved := "move-src", "move-dst"
 	t.Cleanup(func() {
-		for _, pod := range []string{src + "-writer", moved + "-reader"} {
+		for _, pod := range []string{src + "-writer", src + "-late", moved + "-reader"} {
 			_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), pod, metav1.DeleteOptions{})
 		}
 		for _, claim := range []string{moved, src} {
@@ -69,7 +69,15 @@ func testMove(t *testing.T, e *env) {
 			t.Fatalf("round %d: exit %d, want ABORTED with what it brought:\n%s", round, code, out)
 		}
 		t.Logf("round %d: %s", round, strings.TrimSpace(out))
+		if round == 1 {
+			e.plantStaleRound(t, ds)
+		}
 	}
+	// The workload writes again after the rounds, then stops: the final
+	// round must bring these writes, not a round an earlier try left.
+	e.pod(t, src+"-late", src, c.block, lateWrite)
+	written = e.finished(t, src+"-late", 5*time.Minute)
+	e.deletePod(t, src+"-late")
 	var out string
 	for try := 1; ; try++ {
 		var code int
@@ -116,10 +124,11 @@ func testMove(t *testing.T, e *env) {
 		t.Errorf("claim %s is bound to %s, want the PersistentVolume %s", moved, pv, moved)
 	}
 	e.checkPVNode(t, moved, peer)
-	e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, moved+"-reader", moved, c.block, c.readRandom())
+	e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, moved+"-reader", moved, c.block, lateRead)
 	if read := e.finished(t, moved+"-reader", 5*time.Minute); read != written || len(written) != 64 {
-		t.Errorf("the moved volume on %s reads sha256 %q, the source was written with %q", peer, read, written)
+		t.Errorf("the moved volume on %s reads sha256 %q, the source was written with %q (both writes)", peer, read, written)
 	}
+	e.noRoundsLeft(t, ds)
 	e.deletePod(t, moved+"-reader")
 
 	// The old claim's volume is gone: deleting the claim deletes its PV
@@ -129,6 +138,45 @@ func testMove(t *testing.T, e *env) {
 	// provisioner (the annotation of the docs' PersistentVolume).
 	e.deletePVC(t, moved, "")
 	e.peerGone(t, strings.TrimPrefix(created.Volume.VolumeID, peer+":"))
+}
+
+// lateWrite is a pod script for a dataset that writes 4 MiB more beside
+// writeRandom's blob and reports the sha256 of both files; lateRead reports
+// the same of what is there.
+const (
+	lateWrite = "set -e; dd if=/dev/urandom of=/data/late bs=1M count=4 2>/dev/null; sync; " + lateRead
+	lateRead  = "set -e; cat /data/blob /data/late | sha256sum | cut -d' ' -f1 > /dev/termination-log"
+)
+
+// plantStaleRound leaves on the source what an earlier try of this move
+// could have: a round snapshot marked for the same pull (the marks of the
+// round the first try took), older than the writes still to come. A final
+// round that took it for its own would lose those writes.
+func (e *env) plantStaleRound(t *testing.T, ds string) {
+	t.Helper()
+	out := must(t, "zfs", "list", "-H", "-t", "snapshot", "-o", "name,zfs.csi.dev:pull-for", "-r", ds)
+	var pullFor string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, mark, ok := strings.Cut(line, "\t"); ok && strings.Contains(name, "@csi-clone-pull-") && mark != "-" {
+			pullFor = mark
+		}
+	}
+	if pullFor == "" {
+		t.Fatalf("no round snapshot on %s after the first round:\n%s", ds, out)
+	}
+	stale := ds + "@csi-clone-pull-00c0ffee00c0ffee"
+	must(t, "zfs", "snapshot", "-o", "zfs.csi.dev:internal=true", "-o", "zfs.csi.dev:pull-for="+pullFor, stale)
+	t.Logf("planted %s marked pull-for=%s", stale, pullFor)
+}
+
+// noRoundsLeft checks that no round snapshot of the move is left on this
+// node: the source went with its rounds, the planted one among them.
+func (e *env) noRoundsLeft(t *testing.T, ds string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "no round snapshot of "+ds+" left", func() (bool, error) {
+		out, err := run("zfs", "list", "-H", "-t", "snapshot", "-o", "name", "-r", e.pool)
+		return err == nil && !strings.Contains(out, ds+"@"), fmt.Errorf("snapshots: %s (%v)", out, err)
+	})
 }
 
 // ctlOn runs `zfs-csi ctl ARGS` as root on node: a pod there runs the

@@ -46,6 +46,10 @@ func TestCluster(t *testing.T) {
 		{"Scheduling", testScheduling, false},
 		{"AcrossNodes", testAcrossNodes, false},
 		{"Move", testMove, false},
+		{"TenantMoveRefused", testTenantMoveRefused, false},
+		{"SmallRestoreAcrossNodes", testSmallRestoreAcrossNodes, false},
+		{"CARotation", testCARotation, false},
+		{"Adoption", testAdoption, false},
 		{"Health", testHealth, false},
 		{"Forwarding", testForwarding, false},
 		{"ChangedBlocks", testChangedBlocks, false},
@@ -119,17 +123,9 @@ func testManifests(t *testing.T, e *env) {
 // then checks that no sidecar restarted or logged an RBAC or watch error.
 func (e *env) sidecarsReady(t *testing.T) {
 	t.Helper()
-	// The manifests' sidecars run on every node; the chart's only on the
-	// node its values select.
-	want := int32(1)
-	if e.driverNS == driverNS {
-		nodes, err := e.cs.CoreV1().Nodes().List(ctx(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = int32(len(nodes.Items))
-	}
-	e.daemonSetReady(t, e.driverNS, sidecarsDS, want)
+	// The sidecars, of the manifests and of the chart alike, run on every
+	// node kubelet labelled when zfs-csi registered there.
+	e.daemonSetReady(t, e.driverNS, sidecarsDS, e.nodesWithDaemon(t))
 	// A sidecar that cannot list or watch what it needs logs it within
 	// seconds of starting, and may exit.
 	time.Sleep(30 * time.Second)
@@ -145,6 +141,17 @@ func (e *env) sidecarsReady(t *testing.T) {
 		}
 	}
 	e.sidecarLogsClean(t)
+}
+
+// nodesWithDaemon counts the nodes that carry the label kubelet gives a
+// node when zfs-csi registers there.
+func (e *env) nodesWithDaemon(t *testing.T) int32 {
+	t.Helper()
+	nodes, err := e.cs.CoreV1().Nodes().List(ctx(), metav1.ListOptions{LabelSelector: topologyKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(len(nodes.Items))
 }
 
 // daemonSetReady waits for want pods of a DaemonSet to be scheduled and
