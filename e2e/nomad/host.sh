@@ -19,6 +19,9 @@ nomad_prepare() {
 	cp "$REPO"/packaging/nomad/*.hcl "$dir/specs/"
 	# The guests run docs/nomad.md's setup commands as they are written.
 	cp "$REPO/docs/nomad.md" "$dir/nomad.md"
+	# Adoption reads docs/adopting.md's register block from the package, or
+	# from this copy when the guest's dpkg left the documentation out.
+	cp "$REPO/docs/adopting.md" "$dir/adopting.md"
 	peer_certs "$dir/peer" node-a node-b || die "cannot make the peer channel's certificates"
 	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
 	(cd "$REPO" && CGO_ENABLED=0 go test -c -o "$dir/nomad.test" ./e2e/nomad/suite) ||

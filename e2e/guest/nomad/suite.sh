@@ -250,7 +250,9 @@ step_publish() {
 	ZFS_CSI_E2E_BARE_LISTEN="$IP:7444" ZFS_CSI_E2E_BARE_DATASET="$POOL/bare" ZFS_CSI_E2E_DONE="$DONE" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_CERTS="$PEER_DIR" \
 		"$NOMAD/nomad.test" -test.run '^TestBareReceiver$' -test.v >"$RESULTS/bare-receiver.log" 2>&1 &
+	mkdir -p "$RESULTS/commands"
 	while [[ ! -e $DONE ]]; do
+		serve_commands "$RESULTS/commands"
 		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
 		zfs get -Hp -o name,property,value refquota,compression,encryption -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
 		# The journal is read every third second: under emulation it is slow.
@@ -267,6 +269,24 @@ step_publish() {
 		sleep 1
 	done
 	STEP_NOTE="node-a's scenarios are done"
+}
+
+# serve_commands DIR runs each script node-a's scenarios put in DIR (N.sh)
+# as root here, as this host's operator would at its console: a move is
+# run on the node the volume moves to. Each runs once, in the background;
+# its stdout goes to N.out, its stderr to N.err, and its exit status to
+# N.rc, written last. Test-only: the share is the harness's own.
+serve_commands() {
+	local script base
+	for script in "$1"/*.sh; do
+		[[ -e $script ]] || continue
+		base="${script%.sh}"
+		mv "$script" "$base.run" || continue
+		{
+			bash "$base.run" >"$base.out" 2>"$base.err"
+			echo "$?" >"$base.rc.tmp" && mv "$base.rc.tmp" "$base.rc"
+		} &
+	done
 }
 
 collect_logs() {

@@ -7,6 +7,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -15,6 +17,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,21 +205,7 @@ func tlsAnswer(address string, config *tls.Config) error {
 // from it that names node the way the shipped ones do.
 func certificateFromAnotherCA(t *testing.T, node string) tls.Certificate {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTemplate := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, caKey, _ := anotherCA(t)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +222,27 @@ func certificateFromAnotherCA(t *testing.T, node string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// anotherCA makes a CA of its own: its certificate, key and PEM.
+func anotherCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTemplate := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, caKey, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
 func errOr(err error, otherwise string) string {
@@ -281,4 +291,255 @@ func (e *env) peerPullStarts(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(data), `"message":"pulling"`)
+}
+
+// staleRoundNonce names the round MoveStaleRound plants: any 16 hex digits.
+const staleRoundNonce = "5ca1ab1e0ddba115"
+
+// 4g. A move of node-a's volume to node-b, run on node-b as
+// docs/across-nodes.md runs it, with a stale round waiting on the source:
+// a snapshot marked for the same pull (the same pull-for as the real round)
+// as an earlier try of this move would have left. After the first round,
+// the stale one planted and more data written, the final round keeps every
+// write: node-b's volume holds every file with the sha256 it had on
+// node-a, the last writes included, and no round or received dataset
+// remains on either node; the source is gone.
+func testMoveStaleRound(t *testing.T, e *env) {
+	id := "stale-src"
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"128MiB"`})
+	must(t, "nomad", "volume", "create", spec)
+	source := e.volume(t, id)
+	_, sourceDS := dataset(t, source)
+	e.runJob(t, e.workload(t, id+"-writer", id, false,
+		"set -e; dd if=/dev/urandom of=/data/first bs=1M count=8 2>/dev/null; echo one > /data/log; sync"), id+"-writer")
+	e.released(t, id)
+
+	moved := "stale-dst"
+	move := "zfs-csi ctl move-volume " + moved + " " + source.ExternalID
+	_, err := e.onPeer(t, 5*time.Minute, move)
+	if err == nil || !strings.Contains(err.Error(), "Aborted") {
+		t.Fatalf("the first round: %v (want ABORTED with its progress)", err)
+	}
+	t.Logf("round 1, run on %s: %v", e.peer, err)
+
+	rounds := pullRounds(t, sourceDS)
+	if len(rounds) != 1 {
+		t.Fatalf("after the first round %s holds the rounds %v, want one", sourceDS, rounds)
+	}
+	pullFor := strings.TrimSpace(must(t, "zfs", "get", "-H", "-o", "value", "zfs.csi.dev:pull-for", rounds[0]))
+	if pullFor == "" || pullFor == "-" {
+		t.Fatalf("the round %s carries no zfs.csi.dev:pull-for", rounds[0])
+	}
+	stale := sourceDS + "@csi-clone-pull-" + staleRoundNonce
+	must(t, "zfs", "snapshot", "-o", "zfs.csi.dev:internal=true", "-o", "zfs.csi.dev:pull-for="+pullFor, stale)
+	t.Logf("planted %s beside the real round %s (pull-for %s)", stale, rounds[0], pullFor)
+
+	// More writes after the stale round; the job prints every file's sum.
+	sums := "cd /data && sha256sum * | sort -k 2"
+	_, before := e.runJob(t, e.workload(t, id+"-appender", id, false,
+		"set -e; head -c 2097152 /dev/urandom >> /data/first; echo two >> /data/log; dd if=/dev/urandom of=/data/last bs=64k count=16 2>/dev/null; sync; "+sums),
+		id+"-appender")
+	if !strings.Contains(before, " last") {
+		t.Fatalf("the appender printed %q: no sum of the last file", before)
+	}
+	e.released(t, id)
+
+	var final struct {
+		Volume struct {
+			VolumeID      string            `json:"volume_id"`
+			VolumeContext map[string]string `json:"volume_context"`
+		} `json:"volume"`
+	}
+	finals := 0
+	eventually(t, 10*time.Minute, "the final round on "+e.peer, func() (bool, error) {
+		finals++
+		out, err := e.onPeer(t, 5*time.Minute, "zfs-csi ctl move-volume --final "+moved+" "+source.ExternalID)
+		if err != nil {
+			// docs/across-nodes.md: a long round answers ABORTED, a
+			// source still in use or changed FAILED_PRECONDITION; again.
+			if strings.Contains(err.Error(), "Aborted") || strings.Contains(err.Error(), "FailedPrecondition") {
+				t.Logf("final round, try %d: %v", finals, err)
+				return false, err
+			}
+			t.Fatalf("the final round: %v", err)
+		}
+		if err := json.Unmarshal([]byte(out), &final); err != nil {
+			t.Fatalf("the final round printed %q: %v", out, err)
+		}
+		return true, nil
+	})
+	movedNode, movedDS, _ := strings.Cut(final.Volume.VolumeID, ":")
+	if movedNode != e.peer {
+		t.Fatalf("the final round made %s, want a volume on %s", final.Volume.VolumeID, e.peer)
+	}
+	e.onNode(t, e.node, sourceDS, false)
+	e.onNode(t, e.peer, movedDS, true)
+
+	must(t, "nomad", "volume", "deregister", id)
+	must(t, "nomad", "volume", "register", e.registerSpec(t, moved, final.Volume.VolumeID, final.Volume.VolumeContext, e.peer))
+	placed, after := e.runJob(t, e.workload(t, moved+"-sums", moved, false, sums), moved+"-sums")
+	if placed != e.peer || after != before {
+		t.Errorf("the moved volume on %s holds\n%s\nthe source held\n%s\n(want the same, on %s)", placed, after, before, e.peer)
+	} else {
+		t.Logf("the moved volume on %s after %d final tries holds what the source held:\n%s", e.peer, finals, after)
+	}
+	e.noPullLeft(t)
+	must(t, "nomad", "volume", "delete", moved)
+	e.onNode(t, e.peer, movedDS, false)
+}
+
+// pullRounds lists the round snapshots (csi-clone-pull-…) of a dataset of
+// this host.
+func pullRounds(t *testing.T, ds string) []string {
+	t.Helper()
+	var rounds []string
+	for _, name := range strings.Fields(must(t, "zfs", "list", "-H", "-t", "snapshot", "-o", "name", "-d", "1", ds)) {
+		if strings.Contains(name, "@csi-clone-pull-") {
+			rounds = append(rounds, name)
+		}
+	}
+	return rounds
+}
+
+// noPullLeft waits until neither node holds a pull's round snapshot or
+// anything received under <pool>/csi/_incoming (the container itself may
+// stay: controller.IncomingContainer).
+func (e *env) noPullLeft(t *testing.T) {
+	t.Helper()
+	incoming := e.pool + "/csi/_incoming/"
+	for _, node := range []string{e.node, e.peer} {
+		eventually(t, 2*time.Minute, "no round or received dataset on "+node, func() (bool, error) {
+			var left []string
+			for _, ds := range e.datasets(t, node) {
+				if strings.Contains(ds, "@csi-clone-pull-") || strings.HasPrefix(ds, incoming) {
+					left = append(left, ds)
+				}
+			}
+			return len(left) == 0, fmt.Errorf("left: %v", left)
+		})
+	}
+}
+
+// 4h. Rotating the CA shuts out a connection already open
+// (docs/across-nodes.md, "Shutting a node out"): after a restore of
+// node-a's snapshot on node-b, node-b holds a connection to node-a's
+// channel. node-a's CA file replaced by a new CA's, node-b's next call on
+// it is refused (the documented bound: from the next call on, whatever
+// connections it holds), and node-a logs the refusal of node-b; with the
+// CA file back, the same restore is made.
+func testCARotation(t *testing.T, e *env) {
+	id := "ca-src"
+	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"64MiB"`})
+	must(t, "nomad", "volume", "create", spec)
+	_, ds := dataset(t, e.volume(t, id))
+	e.runJob(t, e.workload(t, id+"-writer", id, false, blobScript), id+"-writer")
+	snapID := e.snapshot(t, id, "ca")
+	restore := func(name string) string {
+		return e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"` + name + `"`,
+			`"@NODE@:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"@NODE@"`: `"` + e.peer + `"`, `"10GiB"`: `"64MiB"`})
+	}
+	first, second := "ca-restore-1", "ca-restore-2"
+	eventually(t, 10*time.Minute, "the first restore on "+e.peer, func() (bool, error) {
+		_, err := run("nomad", "volume", "create", restore(first))
+		return err == nil, err
+	})
+	t.Logf("after the first restore, connections to %s's channel (ss):\n%s", e.node, channelConnections())
+
+	caFile := peerCAFile(t)
+	original, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { replaceFile(t, caFile, original) })
+	_, _, newCA := anotherCA(t)
+	replaceFile(t, caFile, newCA)
+	rotated := time.Now()
+	out, err := run("nomad", "volume", "create", restore(second))
+	took := time.Since(rotated)
+	if err == nil {
+		t.Fatalf("the first restore after %s's CA file was replaced was made (%s after): %s", e.node, took.Round(time.Millisecond), out)
+	}
+	t.Logf("the first call after the rotation was refused %s after it: %v", took.Round(time.Millisecond), err)
+	if !strings.Contains(err.Error(), "Unauthenticated") {
+		t.Errorf("the refusal does not say Unauthenticated")
+	}
+	var refusal string
+	eventually(t, 30*time.Second, e.node+"'s log of the refusal of "+e.peer, func() (bool, error) {
+		journal, err := run("journalctl", "-u", "zfs-csi", "-o", "cat", "--no-pager", "--since", "@"+strconv.FormatInt(rotated.Unix()-1, 10))
+		for _, line := range strings.Split(journal, "\n") {
+			if strings.Contains(line, `"caller":"`+e.peer+`"`) && strings.Contains(line, `"code":"Unauthenticated"`) {
+				refusal = line
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	t.Logf("%s logged: %s", e.node, refusal)
+	t.Logf("connections to %s's channel after the refusal (ss):\n%s", e.node, channelConnections())
+	time.Sleep(3 * time.Second) // node-b publishes its zfs list every second
+	for _, name := range e.datasets(t, e.peer) {
+		if strings.Contains(name, second) || strings.HasPrefix(name, e.pool+"/csi/_incoming/") {
+			t.Errorf("%s holds %s after the refused restore", e.peer, name)
+		}
+	}
+	if out, err := run("nomad", "volume", "status", second); err == nil {
+		t.Errorf("Nomad registered the refused restore:\n%s", out)
+	}
+
+	replaceFile(t, caFile, original)
+	restored := time.Now()
+	eventually(t, 10*time.Minute, "the restore on "+e.peer+" with the CA file back", func() (bool, error) {
+		_, err := run("nomad", "volume", "create", restore(second))
+		return err == nil, err
+	})
+	t.Logf("with the CA file back, the restore was made %s after", time.Since(restored).Round(time.Second))
+	for _, name := range []string{first, second} {
+		_, restoredDS := dataset(t, e.volume(t, name))
+		must(t, "nomad", "volume", "delete", name)
+		e.onNode(t, e.peer, restoredDS, false)
+	}
+	must(t, "nomad", "volume", "snapshot", "delete", pluginID, snapID)
+	must(t, "nomad", "volume", "delete", id)
+	e.onNode(t, e.node, ds, false)
+}
+
+// peerCAFile is the CA file this host's daemon reads: ZFS_CSI_PEER_CA in
+// /etc/default/zfs-csi, where suite.sh set it.
+func peerCAFile(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/etc/default/zfs-csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), "ZFS_CSI_PEER_CA="); ok {
+			return strings.Trim(value, `"'`)
+		}
+	}
+	t.Fatal("/etc/default/zfs-csi sets no ZFS_CSI_PEER_CA")
+	return ""
+}
+
+// replaceFile puts data in place of path by a rename, as a tool that
+// renews certificates does: the daemon reads the old file or the new one,
+// never half of one.
+func replaceFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".e2e-new"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// channelConnections lists the TCP connections established to this host's
+// peer channel port, for the log.
+func channelConnections() string {
+	out, err := run("ss", "-Htn", "state", "established", "( sport = :"+peerPort+" )")
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(out)
 }

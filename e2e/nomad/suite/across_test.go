@@ -105,7 +105,7 @@ func testMoveAcrossNodes(t *testing.T, e *env) {
 	// round printed, on this node; the old one goes from Nomad.
 	// Its claims are released already (-force would ask to confirm).
 	must(t, "nomad", "volume", "deregister", id)
-	register := e.registerSpec(t, moved, final.Volume.VolumeID, final.Volume.VolumeContext)
+	register := e.registerSpec(t, moved, final.Volume.VolumeID, final.Volume.VolumeContext, e.node)
 	must(t, "nomad", "volume", "register", register)
 	placed, after := e.runJob(t, e.workload(t, moved+"-sum", moved, false, sums), moved+"-sum")
 	if placed != e.node || after != before || before == "" {
@@ -116,8 +116,8 @@ func testMoveAcrossNodes(t *testing.T, e *env) {
 }
 
 // registerSpec is a `nomad volume register` spec for an existing volume of
-// this node, as docs/across-nodes.md tells a user to write it.
-func (e *env) registerSpec(t *testing.T, id, externalID string, context map[string]string) string {
+// node, as docs/across-nodes.md tells a user to write it.
+func (e *env) registerSpec(t *testing.T, id, externalID string, context map[string]string, node string) string {
 	t.Helper()
 	var lines []string
 	for key, value := range context {
@@ -147,7 +147,7 @@ topology_request {
     }
   }
 }
-`, id, id, pluginID, externalID, strings.Join(lines, "\n"), e.node)
+`, id, id, pluginID, externalID, strings.Join(lines, "\n"), node)
 	path := filepath.Join(t.TempDir(), id+".volume.hcl")
 	if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
 		t.Fatal(err)

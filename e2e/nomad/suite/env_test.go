@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -176,3 +177,38 @@ func (e *env) onNode(t *testing.T, node, ds string, want bool) {
 
 // decode reads the JSON a nomad command printed.
 func decode(out string, into any) error { return json.Unmarshal([]byte(out), into) }
+
+// peerCommands numbers the scripts onPeer hands the peer.
+var peerCommands atomic.Int64
+
+// onPeer runs script as root on the peer, as its operator would at its
+// console (suite.sh's serve_commands runs what is put in the share for it),
+// and returns its stdout; a non-zero exit status is an error carrying its
+// stderr.
+func (e *env) onPeer(t *testing.T, timeout time.Duration, script string) (string, error) {
+	t.Helper()
+	dir := filepath.Join(e.peerResults, "commands")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, fmt.Sprintf("%d-%d", os.Getpid(), peerCommands.Add(1)))
+	// Renamed into place whole: the peer looks for *.sh every second.
+	if err := os.WriteFile(base+".tmp", []byte(script+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(base+".tmp", base+".sh"); err != nil {
+		t.Fatal(err)
+	}
+	var rc string
+	eventually(t, timeout, fmt.Sprintf("%s to run %q", e.peer, script), func() (bool, error) {
+		data, err := os.ReadFile(base + ".rc")
+		rc = strings.TrimSpace(string(data))
+		return err == nil, err
+	})
+	stdout, _ := os.ReadFile(base + ".out")
+	stderr, _ := os.ReadFile(base + ".err")
+	if rc != "0" {
+		return string(stdout), fmt.Errorf("on %s, %s: exit status %s: %s", e.peer, script, rc, strings.TrimSpace(string(stderr)))
+	}
+	return string(stdout), nil
+}

@@ -35,6 +35,11 @@ func TestNomad(t *testing.T) {
 		{"PeerFromAnotherCA", testPeerFromAnotherCA, false},
 		{"ThroughputAcrossNodes", testThroughputAcrossNodes, false},
 		{"MoveAcrossNodes", testMoveAcrossNodes, false},
+		{"MoveStaleRound", testMoveStaleRound, false},
+		{"TenantMoveFinal", testTenantMoveFinal, false},
+		{"RestoreBelowLimit", testRestoreBelowLimit, false},
+		{"CARotation", testCARotation, false},
+		{"Adoption", testAdoption, false},
 		{"Restart", testRestart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
