@@ -1,0 +1,167 @@
+package suite
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// installedAdoptionDocs is docs/adopting.md as the package installs it.
+const installedAdoptionDocs = "/usr/share/doc/zfs-csi/docs/adopting.md"
+
+// Adoption: docs/adopting.md's Kubernetes recipe, run. Data an operator
+// made with zfs on this node (a dataset holding a file; a zvol holding an
+// ext4 file system with a file) is adopted in retain mode with `zfs-csi
+// ctl adopt --rename`; the docs' static PersistentVolume and claim, with
+// the example's values replaced by what adopt printed, bind; a pod on this
+// node reads the data that was there before. The claim and the
+// PersistentVolume go (Retain: no DeleteVolume), `zfs-csi ctl release`
+// gives the data back, and it is the operator's again: its data there, no
+// property of the driver left.
+func testAdoption(t *testing.T, e *env) {
+	doc, err := os.ReadFile(installedAdoptionDocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err := staticPVBlock(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type existing struct {
+		name, file, content string
+		make                func(t *testing.T, ds, file, content string)
+		flags               []string
+	}
+	for _, x := range []existing{
+		{"adopted-db", "table", "rows-of-the-db", makeDataset, nil},
+		{"adopted-disk", "image", "blocks-of-the-vm", makeExt4Zvol, []string{"--fs-type", "ext4"}},
+	} {
+		t.Run(x.name, func(t *testing.T) {
+			ds := e.pool + "/operators-" + x.name
+			t.Cleanup(func() {
+				_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), x.name+"-reader", metav1.DeleteOptions{})
+				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), x.name, metav1.DeleteOptions{})
+				_ = e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{})
+			})
+			x.make(t, ds, x.file, x.content)
+			out := must(t, "zfs-csi", append([]string{"ctl", "adopt", ds, x.name, "--mode", "retain", "--rename"}, x.flags...)...)
+			var adopted struct {
+				Volume struct {
+					VolumeID      string            `json:"volume_id"`
+					VolumeContext map[string]string `json:"volume_context"`
+				} `json:"volume"`
+			}
+			if err := json.Unmarshal([]byte(out), &adopted); err != nil || !strings.HasPrefix(adopted.Volume.VolumeID, e.node+":") {
+				t.Fatalf("adopt printed %s (%v)", out, err)
+			}
+			id, vc := adopted.Volume.VolumeID, adopted.Volume.VolumeContext
+			moved := strings.TrimPrefix(id, e.node+":")
+			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", moved) })
+			t.Logf("adopted %s as %s, context %v", ds, id, vc)
+			yaml := strings.NewReplacer(
+				"node-a:tank/csi/db", id, "[node-a]", "["+e.node+"]",
+				"name: db", "name: "+x.name, "volumeName: db", "volumeName: "+x.name,
+				"kind: dataset", "kind: "+vc["kind"], "fsType: zfs", "fsType: "+vc["fsType"],
+			).Replace(recipe)
+			cmd := exec.Command(e.kubectl, "apply", "-n", e.ns, "-f", "-")
+			cmd.Stdin = strings.NewReader(yaml)
+			if applied, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("kubectl apply of the docs' recipe: %v: %s\n%s", err, applied, yaml)
+			}
+			if pv := e.boundPV(t, x.name); pv != x.name {
+				t.Errorf("claim %s is bound to %s, want the docs' PersistentVolume", x.name, pv)
+			}
+			e.pod(t, x.name+"-reader", x.name, false, "set -e; cat /data/"+x.file+" > /dev/termination-log")
+			if got := e.finished(t, x.name+"-reader", 5*time.Minute); got != x.content {
+				t.Errorf("the adopted %s reads %q, want %q as the operator wrote it", x.name, got, x.content)
+			}
+			e.deletePod(t, x.name+"-reader")
+			e.deletePVC(t, x.name, "")
+			if err := e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			e.gonePV(t, x.name)
+			t.Logf("released: %s", strings.TrimSpace(must(t, "zfs-csi", "ctl", "release", id)))
+			if left := driverProps(t, moved); len(left) > 0 {
+				t.Errorf("the released %s keeps the driver's properties %v", moved, left)
+			}
+			if got := readBack(t, moved, x.file); got != x.content {
+				t.Errorf("the released %s reads %q, want %q", moved, got, x.content)
+			}
+		})
+	}
+}
+
+// staticPVBlock is docs/adopting.md's YAML block of its Kubernetes section.
+func staticPVBlock(doc string) (string, error) {
+	_, section, ok := strings.Cut(doc, "## Kubernetes: a static PersistentVolume")
+	if !ok {
+		return "", fmt.Errorf("docs/adopting.md has no section Kubernetes: a static PersistentVolume")
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)\n```").FindStringSubmatch(section)
+	if m == nil {
+		return "", fmt.Errorf("docs/adopting.md's Kubernetes section has no yaml block")
+	}
+	return m[1] + "\n", nil
+}
+
+// makeDataset is an operator's dataset with a file and a refquota,
+// unmounted (adoption refuses mounted data).
+func makeDataset(t *testing.T, ds, file, content string) {
+	t.Helper()
+	dir := t.TempDir()
+	must(t, "zfs", "create", "-o", "refquota=256M", "-o", "mountpoint="+dir, ds)
+	must(t, "sh", "-c", `printf %s "$2" > "$1" && sync`, "sh", dir+"/"+file, content)
+	must(t, "zfs", "unmount", ds)
+}
+
+// makeExt4Zvol is an operator's zvol holding an ext4 file system with a
+// file.
+func makeExt4Zvol(t *testing.T, ds, file, content string) {
+	t.Helper()
+	must(t, "zfs", "create", "-V", "128M", ds)
+	must(t, "udevadm", "settle")
+	must(t, "mkfs.ext4", "-q", "/dev/zvol/"+ds)
+	dir := t.TempDir()
+	must(t, "mount", "/dev/zvol/"+ds, dir)
+	must(t, "sh", "-c", `printf %s "$2" > "$1" && sync`, "sh", dir+"/"+file, content)
+	must(t, "umount", dir)
+}
+
+// driverProps lists the zfs.csi.dev properties set on ds itself.
+func driverProps(t *testing.T, ds string) []string {
+	t.Helper()
+	var left []string
+	for _, line := range strings.Split(strings.TrimSpace(must(t, "zfs", "get", "-H", "-s", "local", "-o", "property", "all", ds)), "\n") {
+		if strings.HasPrefix(line, driverName+":") {
+			left = append(left, line)
+		}
+	}
+	return left
+}
+
+// readBack reads file of a released dataset where ZFS mounts it, or of an
+// ext4 zvol mounted read-only in a directory of its own.
+func readBack(t *testing.T, ds, file string) string {
+	t.Helper()
+	props := strings.Fields(must(t, "zfs", "get", "-H", "-o", "value", "type,mounted,mountpoint", ds))
+	if props[0] == "filesystem" {
+		if props[1] != "yes" {
+			must(t, "zfs", "mount", ds)
+		}
+		return must(t, "cat", props[2]+"/"+file)
+	}
+	dir := t.TempDir()
+	must(t, "udevadm", "settle")
+	must(t, "mount", "-o", "ro", "/dev/zvol/"+ds, dir)
+	defer must(t, "umount", dir)
+	return must(t, "cat", dir+"/"+file)
+}
