@@ -249,6 +249,18 @@ run_guest() {
 	verdict "$qemu_rc"
 }
 
+# record_results MODE STATUS SECONDS writes the run's row into docs/testing.md's
+# results table and out/results.json (e2e/results), from the summaries. Not
+# part of the verdict: a failure to record is only logged.
+record_results() {
+	local -a args=(-mode "$1" -exit "$2" -seconds "$3" -zfs "$ZFS_VERSION" -summary "$RESULTS/summary.txt")
+	if [[ -f $RESULTS/b/summary.txt ]]; then args+=(-summary "$RESULTS/b/summary.txt"); fi
+	if [[ -n ${K8S_VERSION:-} ]]; then args+=(-kubernetes "$K8S_VERSION"); fi
+	if [[ -n ${NOMAD_VERSION:-} ]]; then args+=(-nomad "$NOMAD_VERSION"); fi
+	if [[ -n ${CONF_OUT:-} ]]; then args+=(-conformance "$CONF_OUT/summary.txt"); fi
+	(cd "$REPO" && go run ./e2e/results "${args[@]}") || log "the results table was not updated (e2e/results failed)"
+}
+
 GUEST_EXTRA_QEMU=()
 
 main() {
@@ -368,6 +380,10 @@ main() {
 	if [[ $mode == bench && -f $RESULTS/bench.txt ]]; then
 		log "bench table ($RESULTS/bench.txt):"
 		cat "$RESULTS/bench.txt"
+	fi
+	if [[ $mode =~ ^(e2e|systemd|k8s|nomad)$ ]]; then
+		peer_stop # node b's summary is complete once it is off
+		record_results "$mode" "$rc" "$((SECONDS - start))"
 	fi
 	log "total $((SECONDS - start)) s"
 	return "$rc"
