@@ -119,14 +119,6 @@ func ParsePeer(value string) (nodeID string, addresses []string, err error) {
 	return nodeID, []string{address}, nil
 }
 
-// maxStreams is MaxStreams with its default.
-func (c Config) maxStreams() int {
-	if c.MaxStreams == 0 {
-		return DefaultMaxStreams
-	}
-	return c.MaxStreams
-}
-
 // peerNames lists the configured peers, sorted, for logs.
 func (c Config) peerNames() []string {
 	names := make([]string, 0, len(c.Peers))

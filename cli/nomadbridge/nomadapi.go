@@ -19,7 +19,7 @@ import (
 // have (404 "alloc not found") or that the token may not see: one in a
 // namespace the token may not read is 500 "Unknown allocation" (measured on
 // Nomad 1.6.3; the prefix is structs.ErrUnknownAllocationPrefix).
-var errUnknownAllocation = errors.New("Nomad does not show this allocation to the bridge's token")
+var errUnknownAllocation = errors.New("the bridge's token may not see this allocation in Nomad")
 
 // allocation holds the fields of Nomad's Allocation (GET /v1/allocation/:id)
 // that tie it to the plugin job. Nomad's structs carry no JSON tags: the
@@ -55,7 +55,7 @@ const apiTimeout = 10 * time.Second
 func newNomadAPI(address, tokenFile, caCert, clientCert, clientKey string) (*nomadAPI, error) {
 	parsed, err := url.Parse(address)
 	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-		return nil, fmt.Errorf("Nomad address %q: want http://HOST:PORT or https://HOST:PORT", address)
+		return nil, fmt.Errorf("the Nomad address %q: want http://HOST:PORT or https://HOST:PORT", address)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil // the local agent, never through a proxy

@@ -111,16 +111,16 @@ func TestASuspendedPoolWedgesNoOtherVolume(t *testing.T) {
 
 	// The call on the failing pool, with a CO-like deadline.
 	const callDeadline = 15 * time.Second
-	stuckCall := func() (error, time.Duration) {
+	stuckCall := func() (time.Duration, error) {
 		c, cancel := context.WithTimeout(context.Background(), callDeadline)
 		defer cancel()
 		started := time.Now()
 		_, err := d.controller.CreateVolume(c, volumeRequest("on-suspended-pool", 16<<20, mountCap(""), onStuck))
-		return err, time.Since(started)
+		return time.Since(started), err
 	}
 	stuckDone := make(chan error, 1)
 	go func() {
-		err, _ := stuckCall()
+		_, err := stuckCall()
 		stuckDone <- err
 	}()
 	eventually(t, 2*time.Minute, func() string {
@@ -167,7 +167,7 @@ func TestASuspendedPoolWedgesNoOtherVolume(t *testing.T) {
 		}
 		return ""
 	})
-	err, took := stuckCall()
+	took, err := stuckCall()
 	if code := status.Code(err); code != codes.DeadlineExceeded && code != codes.Unavailable {
 		t.Errorf("retry of the CreateVolume on the suspended pool: %v after %s, want UNAVAILABLE or DeadlineExceeded (not ABORTED: the first call's lock must be free)", err, took)
 	}

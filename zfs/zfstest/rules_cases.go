@@ -23,11 +23,11 @@ type RuleCase struct {
 	Run  func(ctx context.Context, p TransferPool, root string) (answer, problem string, err error)
 }
 
-// Unclassified is the kind of a zfs error Exec has no sentinel for: a
+// ErrUnclassified is the kind of a zfs error Exec has no sentinel for: a
 // *zfs.CommandError whose Kind is nil. Cases expect it where zfs words a
 // refusal in a message zfs/errors.go does not know; when that list learns
 // the message, real ZFS fails the case until the Fake and the case follow.
-var Unclassified = errors.New("a zfs error of no kind")
+var ErrUnclassified = errors.New("a zfs error of no kind")
 
 // RuleCases are the rules the Fake enforces, each held to ZFS.
 func RuleCases() []RuleCase {
@@ -77,7 +77,7 @@ func refused(ctx context.Context, p Pool, root string, refusals ...refusal) (ans
 }
 
 // kindOf is what a caller of the pool can tell of an error: a
-// CommandError's kind (Unclassified when it has none), or the sentinel it
+// CommandError's kind (ErrUnclassified when it has none), or the sentinel it
 // wraps.
 func kindOf(err error) error {
 	if err == nil {
@@ -86,7 +86,7 @@ func kindOf(err error) error {
 	var command *zfs.CommandError
 	if errors.As(err, &command) {
 		if command.Kind == nil {
-			return Unclassified
+			return ErrUnclassified
 		}
 		return command.Kind
 	}
@@ -182,11 +182,11 @@ func nameRules() []RuleCase {
 		}},
 		{"names: an empty component, a trailing slash, '.' or a second '@' is refused in words Exec has no kind for", func(ctx context.Context, p TransferPool, root string) (string, string, error) {
 			return refused(ctx, p, root,
-				creating(ctx, p, root+"//x", Unclassified),
-				creating(ctx, p, root+"/x/", Unclassified),
-				creating(ctx, p, root+"/./x", Unclassified),
-				snapshotting(ctx, p, root+"@a@b", Unclassified),
-				snapshotting(ctx, p, root+"@", Unclassified))
+				creating(ctx, p, root+"//x", ErrUnclassified),
+				creating(ctx, p, root+"/x/", ErrUnclassified),
+				creating(ctx, p, root+"/./x", ErrUnclassified),
+				snapshotting(ctx, p, root+"@a@b", ErrUnclassified),
+				snapshotting(ctx, p, root+"@", ErrUnclassified))
 		}},
 		{"names: '@' in the name of a new filesystem, zvol or clone is refused as ErrInvalid", func(ctx context.Context, p TransferPool, root string) (string, string, error) {
 			if err := p.Create(ctx, root+"/src", legacy); err != nil {
@@ -337,7 +337,7 @@ func volsizeRules() []RuleCase {
 			off := strconv.Itoa(64<<20 + 16<<10)
 			return refused(ctx, p, root,
 				setting(ctx, p, root+"/v", "volsize", off, zfs.ErrInvalid),
-				setting(ctx, p, root+"/v", "volsize", "0", Unclassified),
+				setting(ctx, p, root+"/v", "volsize", "0", ErrUnclassified),
 				refusal{"clone " + root + "/v@s with volsize=" + off, zfs.ErrInvalid, func() error {
 					return p.Clone(ctx, root+"/v@s", root+"/c", map[string]string{"volsize": off, "volmode": "none"})
 				}})

@@ -40,7 +40,7 @@ func increment(ctx context.Context, p Pool, dataset, from, to string) ([]byte, e
 }
 
 func receiving(ctx context.Context, p Pool, name, what string, stream []byte) refusal {
-	return refusal{"receive " + what + " into " + name, Unclassified, func() error {
+	return refusal{"receive " + what + " into " + name, ErrUnclassified, func() error {
 		return p.Receive(ctx, name, zfs.ReceiveOptions{}, bytes.NewReader(stream))
 	}}
 }

@@ -43,7 +43,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: helmtool template|lint|package|show chart ...")
+		return errors.New("usage: helmtool template|lint|package|show chart [ARGS]")
 	}
 	switch args[0] {
 	case "template":

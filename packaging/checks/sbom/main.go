@@ -58,6 +58,7 @@ func run(args []string) error {
 	}
 	opts.binaries = flags.Args()
 	if opts.version == "" || opts.output == "" || len(opts.binaries) == 0 {
+		//lint:ignore ST1005 the ellipsis is usage syntax (one binary or more), not punctuation
 		return errors.New("usage: sbom -version V [-created TIME] -o FILE BINARY...")
 	}
 	if opts.created == "" {
