@@ -92,6 +92,8 @@ finish_rootfs() {
 	chroot "$rootfs" passwd -d root >/dev/null
 	{
 		echo "kernel=$kver"
+		# ${Version} is dpkg-query's field, not the shell's.
+		# shellcheck disable=SC2016
 		echo "zfs-package=$(chroot "$rootfs" dpkg-query -W -f '${Version}' zfsutils-linux)"
 		echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	} >"$rootfs/etc/zfs-csi-e2e-image"

@@ -5,6 +5,10 @@
 # The guest image is cached by a hash of the *values* that shape it (see
 # image_recipe in build-image.sh), so editing a constant that only concerns the
 # test run (csi-sanity version, timeouts) never forces a 10-minute image rebuild.
+#
+# The constants are read by the scripts that source this file: checked on
+# its own, the file uses none of them.
+# shellcheck disable=SC2034
 
 # ZFS_VERSION selects the OpenZFS line inside the guest. 2.3 is what we develop
 # against (bookworm-backports); 2.1 is bookworm's own 2.1.11, our compatibility floor.

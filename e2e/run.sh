@@ -123,9 +123,11 @@ boot_guest() {
 	rm -f "$work/root.qcow2" "$work/pool.img"
 	# GUEST_ROOT_SIZE (optional) makes the overlay larger than the image; the
 	# guest grows its file system into it (resize2fs).
-	qemu-img create -q -f qcow2 -b "$image/disk.img" -F raw "$work/root.qcow2" ${GUEST_ROOT_SIZE:-}
+	qemu-img create -q -f qcow2 -b "$image/disk.img" -F raw "$work/root.qcow2" ${GUEST_ROOT_SIZE:+"$GUEST_ROOT_SIZE"}
 	truncate -s "$GUEST_POOL_SIZE" "$work/pool.img"
 
+	# The commas are inside qemu's own option values, not between elements.
+	# shellcheck disable=SC2054
 	local -a qemu=(
 		qemu-system-x86_64 -accel tcg,thread=multi -cpu "${E2E_QEMU_CPU:-max}"
 		-smp "$GUEST_CPUS" -m "$GUEST_MEMORY"
@@ -168,6 +170,7 @@ peer_start() {
 	local -a extra=("$@")
 	(
 		GUEST_NAME=b
+		# peer_link prints qemu arguments, one per word.
 		# shellcheck disable=SC2207
 		GUEST_EXTRA_QEMU=($(peer_link b) "${extra[@]}")
 		boot_guest "$IMAGE_DIR" >/dev/null
@@ -340,10 +343,12 @@ main() {
 		# root disk and memory for kubelet, containerd and pods.
 		GUEST_ROOT_SIZE=12G
 		GUEST_MEMORY=5G
+		# peer_link and k8s_node_net print qemu arguments, one per word.
 		# shellcheck disable=SC2207
 		GUEST_EXTRA_QEMU=($(peer_link a) $(k8s_node_net a))
 		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
 		trap cp_stop EXIT
+		# k8s_node_net prints qemu arguments, one per word.
 		# shellcheck disable=SC2046
 		peer_start $(k8s_node_net b)
 		trap 'peer_stop; cp_stop' EXIT
@@ -359,6 +364,7 @@ main() {
 		cp "$REPO"/dist/zfs-csi_*_amd64.deb "$SHARE/"
 		nomad_prepare "$SHARE/nomad"
 		GUEST_MEMORY=3G
+		# peer_link prints qemu arguments, one per word.
 		# shellcheck disable=SC2207
 		GUEST_EXTRA_QEMU=($(peer_link a))
 		peer_start

@@ -19,6 +19,8 @@ bench_program() {
 	for dir in /tmp/zfs-csi-bench/*/; do
 		[[ -f $dir/driver.log ]] && cp "$dir/driver.log" "$RESULTS/driver-$(basename "$dir").log"
 	done
+	# Read by step (lib.sh), which runs this function.
+	# shellcheck disable=SC2034
 	STEP_NOTE="$(grep -c 'MISSED' "$RESULTS/bench.txt" 2>/dev/null || echo '?') targets missed"
 	return "$rc"
 }

@@ -33,7 +33,7 @@ suite_smoke() {
 	udevadm settle --timeout=30
 	if ! wait_for 10 "/dev/zvol/$POOL/smoke" test -e "/dev/zvol/$POOL/smoke"; then
 		fail "zvol link /dev/zvol/$POOL/smoke missing after udevadm settle"
-		ls -lR /dev/zvol 2>&1 | head -20
+		find /dev/zvol -ls 2>&1 | head -20
 		return 1
 	fi
 	say "zvol link present: /dev/zvol/$POOL/smoke -> $(readlink -f "/dev/zvol/$POOL/smoke")"

@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # Constants of the Kubernetes harness (make e2e-k8s): versions and cache paths.
 # Sourced by the scripts in e2e/k8s; nothing here has side effects.
+# The constants are read by those scripts: checked on its own, the file
+# uses few of them.
+# shellcheck disable=SC2034
 
 # Kubernetes' own binaries, built from the Go module k8s.io/kubernetes: any
 # release the module proxy serves (measured: v1.34.4, v1.37.2). Everything

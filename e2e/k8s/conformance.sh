@@ -112,9 +112,11 @@ conf_hello_populator() {
 		src="$(cd "$K8S_DIR" && GOFLAGS=-mod=mod go mod download -json "$CONF_POPULATOR" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 		[[ -d $src ]] || die "cannot download $CONF_POPULATOR"
 		tmp="$(mktemp -d)"
-		cp -r "$src/." "$tmp" && chmod -R u+w "$tmp" && rm -rf "$tmp/vendor" &&
+		if ! { cp -r "$src/." "$tmp" && chmod -R u+w "$tmp" && rm -rf "$tmp/vendor" &&
 			(cd "$tmp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$bin.new" ./example/hello-populator) >&2 &&
-			mv "$bin.new" "$bin" || die "cannot build hello-populator from $CONF_POPULATOR"
+			mv "$bin.new" "$bin"; }; then
+			die "cannot build hello-populator from $CONF_POPULATOR"
+		fi
 		rm -rf "$tmp"
 	fi
 	echo "$bin"

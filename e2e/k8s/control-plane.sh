@@ -19,7 +19,6 @@
 # Every process logs to DIR/<name>.log; cp_stop ends them all.
 
 CP_PIDS=()
-CP_APISERVER=https://127.0.0.1:6443
 
 # cp_spawn NAME CMD... starts one process in the background, logging to DIR.
 cp_spawn() {
@@ -46,12 +45,12 @@ cp_wait_ready() {
 # cp_hosts prints the apiserver's /etc/hosts: the host's, and every node's
 # name at the host's address, where its kubelet's port is forwarded.
 cp_hosts() {
-	local line role name rest ip
+	local line name ip
 	ip="$(k8s_host_ip)"
 	[[ -n $ip ]] || return 1
 	cat /etc/hosts
 	for line in "${K8S_NODES[@]}"; do
-		read -r role name rest <<<"$line"
+		read -r _ name _ <<<"$line"
 		echo "$ip $name"
 	done
 }
@@ -78,6 +77,8 @@ cp_start() {
 	if [[ $(k8s_mutating_policy_api) == */v1beta1 ]]; then
 		policy_flags=(--feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true)
 	fi
+	# $0 and $@ are the inner shell's: the hosts file and the apiserver's command.
+	# shellcheck disable=SC2016
 	cp_spawn kube-apiserver unshare --mount --propagation private \
 		sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$CP_DIR/hosts" \
 		"$CP_BIN/kube-apiserver" \

@@ -63,6 +63,8 @@ k8s_prepare() {
 	mkdir -p "$dir/images" "$dir/manifests"
 	kbin="$("$K8S_DIR/build-k8s.sh")" || die "cannot build Kubernetes $K8S_VERSION"
 	install -m 0755 "$kbin/kubelet" "$kbin/kube-proxy" "$kbin/kubectl" "$dir/"
+	# Read by run.sh (cp_start) and conformance.sh, which source this file.
+	# shellcheck disable=SC2034
 	K8S_BIN="$kbin"
 	local images
 	images="$("$K8S_DIR/build-images.sh")" || die "cannot build the images"

@@ -40,15 +40,16 @@ open_source() {
 check_licence() {
 	local text
 	text="$(unzip -p "$3" "$1@$2/LICENSE")" || die "$1@$2: no LICENSE in $3"
-	grep -q '^Mozilla Public License, version 2\.0$' <<<"$text" && ! grep -qi 'Business Source License' <<<"$text" ||
+	if ! grep -q '^Mozilla Public License, version 2\.0$' <<<"$text" || grep -qi 'Business Source License' <<<"$text"; then
 		die "$1@$2: its LICENSE is not MPL-2.0 ($(grep -m1 -v '^[[:space:]]*$' <<<"$text")); this project uses only open-source Nomad"
+	fi
 }
 
 # download MODULE VERSION: go mod download it, check its licence, print the
 # extracted directory.
 download() {
 	local json dir zip
-	json="$(cd / && GOFLAGS= go mod download -json "$1@$2")" || die "go mod download $1@$2 failed"
+	json="$(cd / && GOFLAGS='' go mod download -json "$1@$2")" || die "go mod download $1@$2 failed"
 	dir="$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$json")"
 	zip="$(sed -n 's/^\t"Zip": "\(.*\)",$/\1/p' <<<"$json")"
 	[[ -d $dir && -f $zip ]] || die "go mod download $1@$2 gave no directory or zip"
@@ -84,8 +85,9 @@ main() {
 	rm -rf "$tmp/src/vendor"
 	sed -i -e '/^replace github.com\/hashicorp\/nomad\/api => \.\/api$/d' \
 		-e "s#^\(\tgithub.com/hashicorp/nomad/api\) v.*\$#\1 $NOMAD_API_VERSION#" "$tmp/src/go.mod"
-	grep -q "github.com/hashicorp/nomad/api $NOMAD_API_VERSION" "$tmp/src/go.mod" && ! grep -q '=> \./api' "$tmp/src/go.mod" ||
+	if ! grep -q "github.com/hashicorp/nomad/api $NOMAD_API_VERSION" "$tmp/src/go.mod" || grep -q '=> \./api' "$tmp/src/go.mod"; then
 		die "Nomad $NOMAD_VERSION's go.mod does not require the api as expected; update build-nomad.sh"
+	fi
 	# With cgo, as HashiCorp builds it: the exec driver's executor joins its
 	# namespaces through libcontainer's nsenter, which is C. The guest has the
 	# host's Debian, so the glibc it links against is there.

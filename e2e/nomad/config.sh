@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # Constants of the Nomad harness (make e2e-nomad): versions and cache paths.
 # Sourced by the scripts in e2e/nomad; nothing here has side effects.
+# The constants are read by those scripts: checked on its own, the file
+# uses few of them.
+# shellcheck disable=SC2034
 
 # Nomad, built from the Go module github.com/hashicorp/nomad. Only its
 # MPL-2.0 line may be used: v1.7.0 and later are under the BUSL, which this

@@ -24,18 +24,18 @@ rec() { # rec NAME CMD...: stdout, stderr, exit code and argv of one command
 zfs version > $R/version.txt 2>&1
 U=zfs.csi.dev:csi-name,zfs.csi.dev:managed
 L=name,type,origin,used,referenced,available,logicalused,refquota,refreservation,volsize,volblocksize,creation,readonly,clones,defer_destroy,$U
-M="-o zfs.csi.dev:managed=true"
+M=(-o zfs.csi.dev:managed=true)
 rec setup-csi zfs create -o mountpoint=legacy tank/csi
-rec setup-pvc-a zfs create -o mountpoint=legacy -o refquota=1073741824 -o zfs.csi.dev:csi-name=pvc-a $M tank/csi/pvc-a
-rec setup-pvc-b zfs create -V 1073741824 -o volblocksize=16384 -o zfs.csi.dev:csi-name=pvc-b $M tank/csi/pvc-b
-rec setup-pvc-thin zfs create -s -V 2147483648 -o volblocksize=16384 -o zfs.csi.dev:csi-name=pvc-thin $M tank/csi/pvc-thin
+rec setup-pvc-a zfs create -o mountpoint=legacy -o refquota=1073741824 -o zfs.csi.dev:csi-name=pvc-a "${M[@]}" tank/csi/pvc-a
+rec setup-pvc-b zfs create -V 1073741824 -o volblocksize=16384 -o zfs.csi.dev:csi-name=pvc-b "${M[@]}" tank/csi/pvc-b
+rec setup-pvc-thin zfs create -s -V 2147483648 -o volblocksize=16384 -o zfs.csi.dev:csi-name=pvc-thin "${M[@]}" tank/csi/pvc-thin
 rec setup-pvc-ro zfs create -o mountpoint=legacy -o readonly=on -o zfs.csi.dev:csi-name=pvc-ro tank/csi/pvc-ro
-rec setup-snap-1 zfs snapshot -o zfs.csi.dev:csi-name=snap-1 $M tank/csi/pvc-a@snap-1
-rec setup-snap-2 zfs snapshot -o zfs.csi.dev:csi-name=snap-2 $M tank/csi/pvc-a@snap-2
-rec setup-snap-3 zfs snapshot -o zfs.csi.dev:csi-name=snap-3 $M tank/csi/pvc-b@snap-3
-rec setup-pvc-c zfs clone -o mountpoint=legacy -o zfs.csi.dev:csi-name=pvc-c $M tank/csi/pvc-a@snap-1 tank/csi/pvc-c
-rec setup-pvc-d zfs clone -o mountpoint=legacy -o zfs.csi.dev:csi-name=pvc-d $M tank/csi/pvc-a@snap-1 tank/csi/pvc-d
-rec setup-pvc-e zfs clone -o mountpoint=legacy -o zfs.csi.dev:csi-name=pvc-e $M tank/csi/pvc-a@snap-2 tank/csi/pvc-e
+rec setup-snap-1 zfs snapshot -o zfs.csi.dev:csi-name=snap-1 "${M[@]}" tank/csi/pvc-a@snap-1
+rec setup-snap-2 zfs snapshot -o zfs.csi.dev:csi-name=snap-2 "${M[@]}" tank/csi/pvc-a@snap-2
+rec setup-snap-3 zfs snapshot -o zfs.csi.dev:csi-name=snap-3 "${M[@]}" tank/csi/pvc-b@snap-3
+rec setup-pvc-c zfs clone -o mountpoint=legacy -o zfs.csi.dev:csi-name=pvc-c "${M[@]}" tank/csi/pvc-a@snap-1 tank/csi/pvc-c
+rec setup-pvc-d zfs clone -o mountpoint=legacy -o zfs.csi.dev:csi-name=pvc-d "${M[@]}" tank/csi/pvc-a@snap-1 tank/csi/pvc-d
+rec setup-pvc-e zfs clone -o mountpoint=legacy -o zfs.csi.dev:csi-name=pvc-e "${M[@]}" tank/csi/pvc-a@snap-2 tank/csi/pvc-e
 rec setup-defer zfs destroy -d tank/csi/pvc-a@snap-2
 rec setup-set zfs set zfs.csi.dev:managed=false readonly=off tank/csi/pvc-d
 # what List runs
@@ -86,7 +86,7 @@ rec err-create-unknown-prop zfs create -o bogus=1 tank/csi/x
 rec err-create-wrong-type zfs create -o volblocksize=16384 tank/csi/x
 rec err-create-too-large zfs create -V 99999999999999999999 tank/csi/x
 rec err-create-badchar zfs create "tank/csi/pvc x%"
-rec err-create-toolong zfs create tank/csi/$(printf 'a%.0s' $(seq 300))
+rec err-create-toolong zfs create "tank/csi/$(printf 'a%.0s' {1..300})"
 rec err-create-nospace zfs create -V 100G tank/csi/huge
 rec err-create-sparse-fs zfs create -s tank/csi/x
 rec err-set-readonly zfs set used=1 tank/csi/pvc-a

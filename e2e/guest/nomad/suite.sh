@@ -143,7 +143,15 @@ HCL
 	STEP_NOTE="nomad $(nomad version | head -1)"
 }
 
-peer_interface() { ls /sys/class/net | grep -v '^lo$' | head -1; }
+peer_interface() {
+	local dev
+	for dev in /sys/class/net/*; do
+		if [[ ${dev##*/} != lo ]]; then
+			echo "${dev##*/}"
+			return
+		fi
+	done
+}
 
 # readme_block N prints the Nth ```sh block of docs/nomad.md's "Setting it up",
 # one command a line.

@@ -39,8 +39,8 @@ step_readme_install() {
 	check "README.md has the Debian install block" [ "${#lines[@]}" -ge 4 ] || return 1
 	mkdir -p "$WORK/dist"
 	cp "$SHARE"/dist/*.deb "$WORK/dist/"
-	check "dist/ holds the packages of two architectures, as make deb leaves it" [ "$(ls "$WORK"/dist/*.deb | wc -l)" -ge 2 ] || return 1
-	local line out
+	local debs=("$WORK"/dist/*.deb) line out
+	check "dist/ holds the packages of two architectures, as make deb leaves it" [ "${#debs[@]}" -ge 2 ] || return 1
 	for line in "${lines[@]}"; do
 		say "README: $line"
 		out="$(cd "$WORK" && run_readme_line "$line")"
@@ -72,5 +72,7 @@ step_readme_install() {
 	local verify
 	verify="$(systemd-analyze verify "$UNIT" 2>&1)"
 	check "systemd-analyze verify $UNIT is silent on the installed unit${verify:+ ($verify)}" [ -z "$verify" ] || return 1
+	# Read by step (lib.sh), which runs this function.
+	# shellcheck disable=SC2034
 	STEP_NOTE="README.md's ${#lines[@]} commands as written: $(dpkg-query -W -f '${Package} ${Version} ${Architecture}' zfs-csi), $(prop StatusText)"
 }

@@ -72,7 +72,7 @@ dump_journal() { journalctl -u "$UNIT" --no-pager -o short-precise >"$DRIVER_LOG
 # --- steps -------------------------------------------------------------------
 
 step_boot() {
-	check "PID 1 is systemd" bash -c '[[ $(readlink /proc/1/exe) == */systemd ]]' || return 1
+	check "PID 1 is systemd" test "$(basename "$(readlink /proc/1/exe)")" = systemd || return 1
 	say "systemd $(systemctl --version | head -1 | cut -d' ' -f2), system state: $(systemctl is-system-running)"
 	systemctl --failed --no-legend --plain | sed 's/^/    failed unit: /'
 	check "the zfs module is loaded (zfs-load-module.service)" test -e /dev/zfs || return 1
@@ -274,9 +274,9 @@ step_remove_purge() {
 # configuration in /etc/sysconfig, the service READY with a parent dataset
 # named there, and rpm -e removing the package while every dataset stays.
 step_rpm() {
-	local rpm
-	rpm=$(ls "$SHARE"/zfs-csi-*.x86_64.rpm 2>/dev/null | head -1)
-	check "the .rpm was shared" test -n "$rpm" || return 1
+	local rpms=("$SHARE"/zfs-csi-*.x86_64.rpm)
+	local rpm=${rpms[0]}
+	check "the .rpm was shared" test -f "$rpm" || return 1
 	say "rpm -i --nodeps $(basename "$rpm")"
 	rpm -i --nodeps "$rpm" 2>&1 | sed 's/^/    /'
 	check "rpm -q zfs-csi" rpm -q zfs-csi || return 1
