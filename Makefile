@@ -29,28 +29,33 @@ build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o out/zfs-csi .
 
 # Everything is built as the packages are (static, no cgo, -trimpath), so one
-# compilation of each package serves go build, go vet, go test and the amd64
-# package. Two halves, each beside work that needs little CPU or other
-# packages: the download of packaging/checks' and e2e/k8s' modules and, beside
-# it, apt's install of the linters (lint-tools; packaging/versions_test.go
-# compares versions with dpkg's and rpm's rules, so it is done before go test)
-# run while go build, go vet and helmtool compile; then the packages are built
-# and linted (lint-packages: nfpm, the arm64 binary, lintian, rpmlint) while the
-# Go tests run. Never two go commands on the same packages at once: each would
-# compile them. The background half's output is printed when it ends, from
-# out/lint-tools.log and out/lint-packages.log; either half failing fails make
-# test. packaging/checks and e2e/k8s require the same k8s.io and shared module
-# versions, so their common packages compile once.
-test: export CGO_ENABLED := 0
-test: export GOFLAGS = $(strip $(shell go env GOFLAGS) -trimpath)
+# compilation of each package serves go build, go vet, go test, staticcheck
+# and the amd64 package. Two halves, each beside work that needs little CPU or
+# other packages: the download of packaging/checks' and e2e/k8s' modules and,
+# beside it, apt's install of the linters and the build of staticcheck
+# (lint-tools, $(STATICCHECK); packaging/versions_test.go compares versions
+# with dpkg's and rpm's rules, so it is done before go test) run while go
+# build, go vet and helmtool compile; then the packages are built and linted
+# (lint-packages: nfpm, the arm64 binary, lintian, rpmlint), and after them the
+# sources (lint: gofmt, staticcheck, shellcheck), while the Go tests run. The
+# packages come first so that go test has compiled the main module's test
+# packages before staticcheck asks go for them: never two go commands on the
+# same packages at once, each would compile them. The background half's
+# output is printed when it ends, from out/lint-tools.log and out/lint.log;
+# either half failing fails make test. packaging/checks and e2e/k8s require
+# the same k8s.io and shared module versions, so their common packages
+# compile once.
+PACKAGE_GOFLAGS = $(strip $(filter-out -trimpath,$(shell go env GOFLAGS)) -trimpath)
+test lint: export CGO_ENABLED := 0
+test lint: export GOFLAGS = $(PACKAGE_GOFLAGS)
 test:
 	@mkdir -p out
-	$(MAKE) --no-print-directory -j2 -Otarget test-downloads lint-tools >out/lint-tools.log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory -j2 -Otarget test-downloads lint-tools $(STATICCHECK) >out/lint-tools.log 2>&1 & tools=$$!; \
 	go build ./... && go vet ./... && $(MAKE) --no-print-directory helmtool; go=$$?; \
 	wait $$tools; rc=$$?; cat out/lint-tools.log; [ $$go = 0 ] && [ $$rc = 0 ]
-	$(MAKE) --no-print-directory lint-packages >out/lint-packages.log 2>&1 & pkgs=$$!; \
+	$(MAKE) --no-print-directory -k lint-packages lint >out/lint.log 2>&1 & lint=$$!; \
 	$(MAKE) --no-print-directory test-go; go=$$?; \
-	wait $$pkgs; rc=$$?; cat out/lint-packages.log; [ $$go = 0 ] && [ $$rc = 0 ]
+	wait $$lint; rc=$$?; cat out/lint.log; [ $$go = 0 ] && [ $$rc = 0 ]
 
 # The modules packaging/checks and e2e/k8s need (go mod download: those of
 # their packages and tests), fetched while the main module compiles.
@@ -163,7 +168,7 @@ LAST_TAG := $(shell git describe --tags --abbrev=0 --match 'v[0-9]*' 2>/dev/null
 PKG_VERSION ?= $(shell echo '$(VERSION)' | grep -Eq '^v?[0-9]+\.[0-9]+\.[0-9]+$$' && echo '$(VERSION)' | sed 's/^v//' || echo '$(or $(LAST_TAG),0.0.0)+git$(COMMIT_TIME).$(COMMIT)')
 PKG_ARCHES ?= amd64 arm64
 
-.PHONY: deb rpm verify-unit lint-packages lint-tools pkg-version pkg-chart release
+.PHONY: deb rpm verify-unit lint lint-packages lint-tools pkg-version pkg-chart release
 
 pkg-version:
 	@echo '$(PKG_VERSION)'
@@ -174,9 +179,42 @@ pkg-version:
 lint-packages: deb rpm
 	packaging/lint.sh dist
 
-# lintian, rpmlint, rpm, rpm2cpio and cpio from Debian, when missing.
+# lintian, rpmlint, rpm, rpm2cpio, cpio and shellcheck from Debian, when
+# missing.
 lint-tools:
 	packaging/lint.sh --install
+
+# staticcheck, pinned, built from the Go module proxy into out/tools on first
+# use (v0.8.2 is the newest the proxy serves; it knows go 1.26).
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := out/tools/staticcheck-$(STATICCHECK_VERSION)
+
+$(STATICCHECK):
+	mkdir -p out/tools
+	cd / && GOBIN='$(CURDIR)/out/tools/.staticcheckbin' CGO_ENABLED=0 go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv out/tools/.staticcheckbin/staticcheck $@ && rmdir out/tools/.staticcheckbin
+
+# Every shell script, so that a new one is linted without being listed: by
+# its name (*.sh, *.bash) or its #! line (.ci/run, the packages' maintainer
+# scripts, the guest image's init), as licence_test.go's buildFile tells
+# them. out/ and dist/ hold only build output.
+SHELL_SCRIPTS = $(shell find . \( -path ./.git -o -path ./out -o -path ./dist \) -prune -o -type f -print0 | \
+	xargs -0 awk 'FNR == 1 { if (FILENAME ~ /\.(sh|bash)$$/ || /^\#!.*[\/ ](ba|da|k)?sh([ \t]|$$)/) print FILENAME; nextfile }')
+
+# The sources: every Go file gofmt'ed; staticcheck's default checks on the
+# three modules, the main one also as e2e/tests builds it (-tags e2e; the two
+# builds' findings merged, so code only the e2e build uses is not unused);
+# shellcheck on every shell script (.shellcheckrc: sourced files are
+# followed). Each accepted finding is silenced where it is, with its reason.
+# One is printed without failing until the authors of e2e/k8s/suite fix it:
+# SA4006 in move_test.go (the first write's checksum is never read).
+lint: lint-tools $(STATICCHECK)
+	@unformatted="$$(gofmt -l $$(find . \( -path ./.git -o -path ./out -o -path ./dist \) -prune -o -name '*.go' -print))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l: not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
+	printf 'untagged:\ne2e: -tags=e2e\n' | $(STATICCHECK) -matrix ./...
+	cd packaging/checks && '$(CURDIR)/$(STATICCHECK)' ./...
+	cd e2e/k8s && '$(CURDIR)/$(STATICCHECK)' -fail 'all,-SA4006' ./...
+	shellcheck $(SHELL_SCRIPTS)
 
 # Each architecture's binary stays in out/pkg/ARCH, where make release's
 # SBOM reads what was linked into it.

@@ -5,7 +5,7 @@
 # to be built for the package's architecture. Any finding fails.
 # lint.sh --install only installs what is missing (make lint-tools: make test
 # runs it beside the first Go compilations, and packaging/versions_test.go
-# needs rpm).
+# needs rpm), shellcheck for make lint among them.
 set -euo pipefail
 dir=${1:?usage: lint.sh DIR | lint.sh --install}
 cd "$(dirname "$0")/.."
@@ -16,6 +16,7 @@ command -v rpmlint >/dev/null || need+=(rpmlint)
 command -v rpm >/dev/null || need+=(rpm)
 command -v rpm2cpio >/dev/null || need+=(rpm2cpio)
 command -v cpio >/dev/null || need+=(cpio)
+command -v shellcheck >/dev/null || need+=(shellcheck)
 # Without recommends: on Debian 12's base 226 packages (74 MB to download,
 # 272 MB installed) instead of 357 (161 MB, 590 MB): compilers, X and image
 # libraries, dbus. No check is lost: lintian recommends nothing itself, and
@@ -39,10 +40,10 @@ trap 'rm -rf "$work"' EXIT
 # examples lists the example files a package listing names, sorted (files
 # only: rpm -qd also lists the directories an RPM owns as documentation).
 examples() { grep -oE 'examples/(kubernetes(/(snapshots|groupsnapshots|encryption|snapshot-metadata))?|nomad|monitoring)/[^/ ]+\.(yaml|hcl|json)$' | sort; }
-want_examples=$(cd packaging && ls kubernetes/*.yaml kubernetes/{snapshots,groupsnapshots,encryption,snapshot-metadata}/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
+want_examples=$(cd packaging && printf '%s\n' kubernetes/*.yaml kubernetes/{snapshots,groupsnapshots,encryption,snapshot-metadata}/*.yaml nomad/*.hcl monitoring/alerts.yaml monitoring/dashboard.json | sed 's|^|examples/|' | sort)
 # documents lists the documents beside the README a package listing names.
 documents() { grep -oE 'zfs-csi/docs/[^/ ]+\.md$' | sort; }
-want_documents=$(ls docs/*.md | sed 's|^|zfs-csi/|' | sort)
+want_documents=$(printf '%s\n' docs/*.md | sed 's|^|zfs-csi/|' | sort)
 
 declare -A want=([amd64]=62 [arm64]=183 [x86_64]=62 [aarch64]=183)
 status=0
