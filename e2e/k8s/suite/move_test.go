@@ -56,7 +56,7 @@ func testMove(t *testing.T, e *env) {
 	})
 	e.pvc(t, src, c.name, "1Gi", c.mode(), "")
 	e.pod(t, src+"-writer", src, c.block, c.writeRandom())
-	written := e.finished(t, src+"-writer", 5*time.Minute)
+	e.finished(t, src+"-writer", 5*time.Minute)
 	e.deletePod(t, src+"-writer")
 	oldPV := e.boundPV(t, src)
 	ds := e.dataset(t, oldPV)
@@ -76,7 +76,7 @@ func testMove(t *testing.T, e *env) {
 	// The workload writes again after the rounds, then stops: the final
 	// round must bring these writes, not a round an earlier try left.
 	e.pod(t, src+"-late", src, c.block, lateWrite)
-	written = e.finished(t, src+"-late", 5*time.Minute)
+	written := e.finished(t, src+"-late", 5*time.Minute) // both writes' checksum
 	e.deletePod(t, src+"-late")
 	var out string
 	for try := 1; ; try++ {
