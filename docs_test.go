@@ -101,7 +101,7 @@ func TestTheDocumentsLinkToWhatExists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	documents = append(documents, "README.md", "ARCHITECTURE.md")
+	documents = append(documents, "README.md", "ARCHITECTURE.md", "CONTRIBUTING.md")
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	for _, document := range documents {
 		text, err := os.ReadFile(document)
@@ -301,6 +301,34 @@ func TestTheReadmesTestCommandsAreCIs(t *testing.T) {
 	}
 	if shown := readmeBlock(t, "fakes, then real ZFS in the guest ([docs/testing.md](docs/testing.md)):"); !slices.Equal(shown, run) || len(run) == 0 {
 		t.Errorf("README.md shows %q as CI's tests, .ci/run runs %q", shown, run)
+	}
+}
+
+// CONTRIBUTING.md's commands before sending a change are CI's, command for
+// command, each with the comment that says what it runs.
+func TestTheContributorsCommandsAreCIs(t *testing.T) {
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile("CONTRIBUTING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(guide), "## Before you send a change\n")
+	var run, shown []string
+	for _, line := range strings.Split(string(ci), "\n") {
+		if strings.HasPrefix(line, "make ") {
+			run = append(run, line)
+		}
+	}
+	for _, line := range strings.Split(section, "\n") {
+		if command, _, ok := strings.Cut(strings.TrimPrefix(line, "    "), "#"); ok && strings.HasPrefix(line, "    make ") {
+			shown = append(shown, strings.TrimSpace(command))
+		}
+	}
+	if !slices.Equal(shown, run) || len(run) == 0 {
+		t.Errorf("CONTRIBUTING.md shows %q before a change, .ci/run runs %q", shown, run)
 	}
 }
 
