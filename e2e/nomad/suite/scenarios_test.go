@@ -43,6 +43,9 @@ func TestNomad(t *testing.T) {
 		{"Restart", testRestart, false},
 		{"NothingLeft", testNothingLeft, false},
 	}
+	defer func() {
+		t.Logf("nomad commands asked again because Nomad counted no plugin instance healthy (askedNoInstance): %d", askedAgain.Load())
+	}()
 	for _, s := range scenarios {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) && s.required {
 			t.Fatalf("%s failed: the remaining scenarios need it", s.name)
@@ -122,6 +125,7 @@ func testRouting(t *testing.T, e *env) {
 		deleted[node]++
 	}
 	t.Logf("deletes that succeeded on their first run, per node: %v", deleted)
+	t.Logf("nomad commands asked again so far because no instance was healthy in Nomad's view: %d", askedAgain.Load())
 }
 
 // workload is a batch job that claims a volume and runs script in a shell,
