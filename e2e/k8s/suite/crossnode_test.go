@@ -87,6 +87,28 @@ func testTenantMoveRefused(t *testing.T, e *env) {
 	e.deletePVC(t, src, ds)
 }
 
+// eventCount adds up how often an event of reason whose message holds one
+// of the phrases was recorded for an object of the test namespace: a
+// recorder folds repeats into one event and counts them.
+func (e *env) eventCount(name, reason string, phrases ...string) (int, error) {
+	list, err := e.cs.CoreV1().Events(e.ns).List(ctx(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ev := range list.Items {
+		if ev.Reason != reason || !slices.ContainsFunc(phrases, func(p string) bool { return strings.Contains(ev.Message, p) }) {
+			continue
+		}
+		count := max(int(ev.Count), 1)
+		if ev.Series != nil {
+			count = max(count, int(ev.Series.Count))
+		}
+		n += count
+	}
+	return n, nil
+}
+
 // peerReceivedNothing checks the other node's zfs list for a pull's
 // dataset under _incoming.
 func (e *env) peerReceivedNothing(t *testing.T) {
@@ -119,11 +141,12 @@ func testSmallRestoreAcrossNodes(t *testing.T, e *env) {
 	e.snapshot(t, snap, src)
 	e.pvc(t, small, c.name, "512Mi", c.mode(), "snap:"+snap)
 	e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, small+"-reader", small, c.block, c.read())
-	eventually(t, 5*time.Minute, "two refusals of the small restore", func() (bool, error) {
-		ev := e.events(small)
-		return strings.Count(ev, "less than the size") >= 2 || strings.Count(ev, "OutOfRange") >= 2, fmt.Errorf("events: %s", ev)
+	eventually(t, 8*time.Minute, "two refusals of the small restore", func() (bool, error) {
+		n, err := e.eventCount(small, "ProvisioningFailed", "less than the size", "OutOfRange")
+		return n >= 2, fmt.Errorf("%d refusals (%v); events: %s", n, err, e.events(small))
 	})
-	t.Logf("refused as: %s", e.events(small))
+	n, _ := e.eventCount(small, "ProvisioningFailed", "less than the size", "OutOfRange")
+	t.Logf("refused %d times: %s", n, e.events(small))
 	e.peerReceivedNothing(t)
 	e.deletePod(t, small+"-reader")
 	e.deletePVC(t, small, "")
