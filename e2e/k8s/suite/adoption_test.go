@@ -53,16 +53,14 @@ func testAdoption(t *testing.T, e *env) {
 			})
 			x.make(t, ds, x.file, x.content)
 			out := must(t, "zfs-csi", append([]string{"ctl", "adopt", ds, x.name, "--mode", "retain", "--rename"}, x.flags...)...)
-			var adopted struct {
-				Volume struct {
-					VolumeID      string            `json:"volume_id"`
-					VolumeContext map[string]string `json:"volume_context"`
-				} `json:"volume"`
+			var adopted struct { // the volume, as CreateVolume's answer holds one
+				VolumeID      string            `json:"volume_id"`
+				VolumeContext map[string]string `json:"volume_context"`
 			}
-			if err := json.Unmarshal([]byte(out), &adopted); err != nil || !strings.HasPrefix(adopted.Volume.VolumeID, e.node+":") {
+			if err := json.Unmarshal([]byte(out), &adopted); err != nil || !strings.HasPrefix(adopted.VolumeID, e.node+":") {
 				t.Fatalf("adopt printed %s (%v)", out, err)
 			}
-			id, vc := adopted.Volume.VolumeID, adopted.Volume.VolumeContext
+			id, vc := adopted.VolumeID, adopted.VolumeContext
 			moved := strings.TrimPrefix(id, e.node+":")
 			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", moved) })
 			t.Logf("adopted %s as %s, context %v", ds, id, vc)
