@@ -51,6 +51,9 @@ func testAdoption(t *testing.T, e *env) {
 				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), x.name, metav1.DeleteOptions{})
 				_ = e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{})
 			})
+			// The operator's data goes with the test, wherever adoption left it.
+			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", ds) })
+			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", e.pool+"/csi/"+x.name) })
 			x.make(t, ds, x.file, x.content)
 			out := must(t, "zfs-csi", append([]string{"ctl", "adopt", ds, x.name, "--mode", "retain", "--rename"}, x.flags...)...)
 			var adopted struct { // the volume, as CreateVolume's answer holds one
@@ -62,7 +65,6 @@ func testAdoption(t *testing.T, e *env) {
 			}
 			id, vc := adopted.VolumeID, adopted.VolumeContext
 			moved := strings.TrimPrefix(id, e.node+":")
-			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", moved) })
 			t.Logf("adopted %s as %s, context %v", ds, id, vc)
 			yaml := strings.NewReplacer(
 				"node-a:tank/csi/db", id, "[node-a]", "["+e.node+"]",
