@@ -135,18 +135,24 @@ step_config_error_stops() {
 # that names the variable and its line in the file, and systemd does not
 # restart it (RestartPreventExitStatus=78): no loop.
 bad_setting_stops() {
-	local unit="$1" variable="$2" value="$3"
+	local unit="$1" variable="$2" value="$3" rc=0
 	set_option "$variable" "$value"
 	systemctl reset-failed "$unit" 2>/dev/null
 	systemctl restart "$unit" 2>&1 | sed 's/^/    /'
 	sleep 7 # longer than RestartSec=5s
-	systemctl status "$unit" --no-pager -l -n 3 | sed 's/^/    /'
-	check "$unit: failed" [ "$(systemctl show -p ActiveState --value "$unit")" = failed ] || return 1
-	check "$unit: exit status 78" [ "$(systemctl show -p ExecMainStatus --value "$unit")" = 78 ] || return 1
-	check "$unit: NRestarts=0" [ "$(systemctl show -p NRestarts --value "$unit")" = 0 ] || return 1
-	check "$unit: the status shows the line naming $variable at $DEFAULTS" \
-		grep -qF "variable $variable \"$value\" ($DEFAULTS:" <(systemctl status "$unit" --no-pager -l -n 3) || return 1
+	# What an operator sees first: systemctl status with its own journal
+	# lines (the last 10), where the daemon's one line comes before
+	# systemd's three about the exit.
+	systemctl status "$unit" --no-pager -l | sed 's/^/    /'
+	check "$unit: failed" [ "$(systemctl show -p ActiveState --value "$unit")" = failed ] &&
+		check "$unit: exit status 78" [ "$(systemctl show -p ExecMainStatus --value "$unit")" = 78 ] &&
+		check "$unit: NRestarts=0" [ "$(systemctl show -p NRestarts --value "$unit")" = 0 ] &&
+		check "$unit: the status shows the line naming $variable at $DEFAULTS" \
+			grep -qF "variable $variable \"$value\" ($DEFAULTS:" <(systemctl status "$unit" --no-pager -l) || rc=1
+	# The setting goes back either way: the steps after this one need the
+	# daemon serving.
 	set_option "$variable" -
+	return "$rc"
 }
 
 step_bad_setting_no_restart_loop() {
