@@ -64,7 +64,7 @@ func run(args []string, env map[string]string) error {
 		doc         = flags.String("doc", "docs/testing.md", "the document holding the results table")
 		jsonPath    = flags.String("json", "out/results.json", "the rows as JSON")
 		date        = flags.String("date", time.Now().UTC().Format(time.DateOnly), "the run's date")
-		commit      = flags.String("commit", "", "the commit run (default: git describe --always --dirty)")
+		commit      = flags.String("commit", "", "the commit run (default: git describe --always, -dirty for changes outside the results table)")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -183,15 +183,22 @@ func buildRows(in runInputs) ([]Row, error) {
 	return rows, nil
 }
 
-// describe is `git describe --always --dirty` of the working tree run.
+// describe is `git describe --always` of the working tree run, with
+// -dirty when it differs from that commit anywhere but in the results
+// table: a row an earlier target wrote there (make e2e's, before its
+// systemd part) changes nothing that ran.
 func describe() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output()
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always").Output()
 	if err != nil {
 		return "unknown"
 	}
-	return strings.TrimSpace(string(out))
+	commit := strings.TrimSpace(string(out))
+	if err := exec.CommandContext(ctx, "git", "diff", "--quiet", "HEAD", "--", ".", ":(exclude)docs/testing.md").Run(); err != nil {
+		commit += "-dirty"
+	}
+	return commit
 }
 
 // lock takes an exclusive lock on path, so that two runs ending together
