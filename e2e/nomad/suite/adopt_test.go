@@ -97,6 +97,13 @@ func (e *env) adoptAndRead(t *testing.T, block, plain, name string, flags []stri
 	}
 	t.Logf("%s:\n%s", filepath.Base(path), hcl)
 	must(t, "nomad", "volume", "register", path)
+	// A failed step leaves no volume in Nomad for NothingLeft to find.
+	t.Cleanup(func() {
+		if _, err := run("nomad", "volume", "status", name); err == nil {
+			e.released(t, name)
+			_, _ = run("nomad", "volume", "deregister", name)
+		}
+	})
 	placed, got := e.runJob(t, e.workload(t, name+"-reader", name, false, "sha256sum /data/data | cut -d' ' -f1"), name+"-reader")
 	if placed != e.node || got != sum {
 		t.Errorf("the job on %s read a file with sha256 %q, want %s on %s", placed, got, sum, e.node)
@@ -144,8 +151,8 @@ func adoptRegisterBlock(t *testing.T, e *env) string {
 }
 
 // registerFromDocs fills the docs' block in as its reader would: the
-// volume's name for "db", the printed volume_id and context, the node that
-// holds the data for node-a. Each example value must be there: a changed
+// volume's name for "db", the printed volume_id and context (its fsType in
+// mount_options too), the node that holds the data for node-a. Each example value must be there: a changed
 // block fails here rather than register something else.
 func registerFromDocs(t *testing.T, block, name, volumeID string, context map[string]string, node string) string {
 	t.Helper()
@@ -164,6 +171,8 @@ func registerFromDocs(t *testing.T, block, name, volumeID string, context map[st
 		{`(?m)^(name\s*=\s*)"db"$`, `${1}"` + name + `"`},
 		{`(?m)^(external_id\s*=\s*)"node-a:tank/csi/db"$`, `${1}"` + volumeID + `"`},
 		{`(?ms)^context \{\n.*?^\}`, strings.Join(contextLines, "\n")},
+		// Nomad stages with this filesystem type: the volume's own.
+		{`(?m)^(\s*fs_type\s*=\s*)"zfs"$`, `${1}"` + context["fsType"] + `"`},
 		{`("zfs\.csi\.dev/node"\s*=\s*)"node-a"`, `${1}"` + node + `"`},
 	} {
 		re := regexp.MustCompile(edit.pattern)
