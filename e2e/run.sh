@@ -231,6 +231,10 @@ verdict() {
 		log "driver log ($RESULTS/driver.log, last 200 lines):"
 		tail -n 200 "$RESULTS/driver.log" | sed 's/^/[driver] /'
 	fi
+	if [[ -f $RESULTS/summary.txt ]] && grep -q '^FAIL' "$RESULTS/summary.txt"; then
+		log "failed steps (again, after the logs):"
+		grep '^FAIL' "$RESULTS/summary.txt" | sed 's/^/[e2e]   /'
+	fi
 	log "FAILED: $why"
 	log "full console: $CONSOLE_LOG; results: $RESULTS"
 	return 1

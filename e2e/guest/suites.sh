@@ -73,6 +73,10 @@ e2e_tests() {
 		"$SHARE/e2e.test" -test.v -test.timeout="$E2E_GO_TEST_TIMEOUT" -test.run="$(cat "$SHARE/go-test-run" 2>/dev/null)") 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	STEP_NOTE="$(grep -c -- '^--- PASS' "$log") passed, $(grep -c -- '^--- FAIL' "$log") failed, $(grep -c -- '^--- SKIP' "$log") skipped (top level)"
+	# The failed tests' names, so that the last lines of a run say which.
+	local failed
+	failed="$(sed -n 's/^--- FAIL: \([^ ]*\).*/\1/p' "$log" | paste -sd' ' -)"
+	[[ -n $failed ]] && STEP_NOTE+="; failed: $failed"
 	return "$rc"
 }
 
