@@ -149,7 +149,8 @@ func sourceGrowth(plan volumePlan, has, size uint64) map[string]string {
 // not finish (its received snapshot is still there: finishCopy). Any other
 // existing volume is returned as it is.
 func (s *Server) completeCopy(ctx context.Context, plan volumePlan, src *source, row zfs.Dataset, size uint64) (zfs.Dataset, error) {
-	if !plan.params.copySource || row.User[s.props.Source] != plan.sourceID || row.User[s.props.ParamsHash] != plan.params.hash {
+	// A volume without a source has no copy to finish, whatever sourceMode says.
+	if src == nil || !plan.params.copySource || row.User[s.props.Source] != plan.sourceID || row.User[s.props.ParamsHash] != plan.params.hash {
 		return row, nil
 	}
 	sent := s.sentSnapshot(src, row.Name)
