@@ -39,7 +39,7 @@ type Server struct {
 	snapshots snapshotIndex
 	sources   sourceIndex
 	copies    copyJobs
-	// transfers pulls other nodes' snapshots (remote.go); nil: off.
+	// transfers pulls other nodes' snapshots (create_pull.go); nil: off.
 	transfers driver.Transfers
 	// inUse says whether this host shows a volume mounted (the node's
 	// mount table; pulls.go); nil: cannot tell.
@@ -48,7 +48,7 @@ type Server struct {
 	// cannot tell.
 	contentOf func(ctx context.Context, dataset string) (string, error)
 	// pullIdle is how long a pull goes on with no call asking for it
-	// before it is abandoned and what it received removed (remote.go).
+	// before it is abandoned and what it received removed (create_pull.go).
 	pullIdle time.Duration
 	// noGuardedSnapshots is set once ZFS said it cannot make a guarded
 	// snapshot (no zfs.sync.set_prop): CreateSnapshot lists and snapshots
@@ -177,3 +177,18 @@ func contentSource(id string) *csi.VolumeContentSource {
 }
 
 func bytesString(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// datasetLock is the in-flight key of a dataset: every call that changes a
+// volume, or snapshots or clones it, holds it.
+func datasetLock(dataset string) string { return "dataset/" + dataset }
+
+// destroyQuietly is for clean-up after another error: a failure is logged,
+// not returned, and the reaper or an operator sees what is left. It reports
+// whether name is gone (or going, deferred).
+func (s *Server) destroyQuietly(ctx context.Context, name string, options zfs.DestroyOptions) bool {
+	if err := s.zfs.Destroy(ctx, name, options); err != nil && !errors.Is(err, zfs.ErrNotFound) {
+		s.log.Warn().Err(err).Str("dataset", name).Msg("clean-up failed")
+		return false
+	}
+	return true
+}

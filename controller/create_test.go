@@ -193,6 +193,15 @@ func TestCreateVolumeIsIdempotent(t *testing.T) {
 			t.Errorf("repeat ran %d commands, want 2 (create, then inspect)", calls)
 		}
 	})
+	t.Run("a retried request with sourceMode=copy and no content source gets its volume", func(t *testing.T) {
+		h := newHarness(t)
+		req := createRequest("pvc-1", 1<<30, mountCapability(""))
+		req.Parameters = map[string]string{ParamSourceMode: "copy"}
+		first := h.create(req)
+		if second := h.create(req); second.GetVolumeId() != first.GetVolumeId() {
+			t.Errorf("got %v then %v", first, second)
+		}
+	})
 	incompatible := []struct {
 		name   string
 		change func(req *csi.CreateVolumeRequest)

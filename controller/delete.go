@@ -20,29 +20,58 @@ import (
 // read-only instead: hidden from listings, destroyed by the reaper once its
 // last dependent is gone. The ownership check and the destroy are one zfs
 // command (zfs.Guarded); marking is a second.
+//
+// Read top to bottom: the plan (planDelete: which dataset, without
+// touching ZFS), the volume's lock, then the act (removeVolume).
 func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
 	defer s.volumesChanged()
+	plan, ours, err := s.planDelete(req)
+	if err != nil {
+		return nil, err
+	}
+	if !ours {
+		return &csi.DeleteVolumeResponse{}, nil // nothing of ours to delete
+	}
+	release, err := s.inflight.Acquire(datasetLock(plan.dataset))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	defer s.sources.forgetVolume(plan.dataset)
+	return s.removeVolume(ctx, plan)
+}
+
+// deletePlan is a validated DeleteVolume request.
+type deletePlan struct {
+	volumeID string
+	dataset  string
+}
+
+// planDelete resolves the volume ID to its dataset without touching ZFS.
+// ours is false for an ID that names nothing of this driver's: there is
+// nothing of ours to delete, and the call succeeds.
+func (s *Server) planDelete(req *csi.DeleteVolumeRequest) (plan deletePlan, ours bool, err error) {
 	if req.GetVolumeId() == "" {
-		return nil, invalid("volume_id is required")
+		return plan, false, invalid("volume_id is required")
 	}
 	dataset, err := s.volumeDataset(req.GetVolumeId())
 	var foreign *driver.ForeignNodeError
 	if errors.As(err, &foreign) {
 		// Answering OK would make the CO forget a volume that still exists
 		// on its node; the CO must ask that node.
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %v", driver.Bounded(req.GetVolumeId()), err)
+		return plan, false, status.Errorf(codes.FailedPrecondition, "volume %q: %v", driver.Bounded(req.GetVolumeId()), err)
 	}
 	if err != nil {
-		return &csi.DeleteVolumeResponse{}, nil // not an ID of ours: nothing of ours to delete
+		return plan, false, nil
 	}
-	release, err := s.inflight.Acquire(datasetLock(dataset))
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	defer s.sources.forgetVolume(dataset)
+	return deletePlan{volumeID: req.GetVolumeId(), dataset: dataset}, true, nil
+}
 
-	result, err := s.destroyVolume(ctx, dataset)
+// removeVolume acts on a planned deletion: one guarded destroy, or, when
+// something must outlive the volume, the mark that hides it until the
+// reaper can destroy it.
+func (s *Server) removeVolume(ctx context.Context, plan deletePlan) (*csi.DeleteVolumeResponse, error) {
+	result, err := s.destroyVolume(ctx, plan.dataset)
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
 		return &csi.DeleteVolumeResponse{}, nil
@@ -52,10 +81,10 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		// Already marked deleted, or not ours: either way nothing to do
 		// here; unless it is data an operator adopted to keep, which the
 		// guard never lets a destroy touch: the driver forgets it instead.
-		return &csi.DeleteVolumeResponse{}, s.forgetRetained(ctx, dataset)
+		return &csi.DeleteVolumeResponse{}, s.forgetRetained(ctx, plan.dataset)
 	case result.Outcome == zfs.Blocked:
 		// Nothing was destroyed; an operator must act before a retry can.
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", driver.Bounded(req.GetVolumeId()), result.Reason)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", driver.Bounded(plan.volumeID), result.Reason)
 	case result.Outcome == zfs.Done:
 		if result.OriginMarked {
 			// A clone's going can free what the reaper waits for: its
@@ -69,10 +98,10 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 		}
 		return &csi.DeleteVolumeResponse{}, nil
 	}
-	if err := s.zfs.Set(ctx, dataset, map[string]string{s.props.Deleted: "true", "readonly": "on"}); err != nil {
+	if err := s.zfs.Set(ctx, plan.dataset, map[string]string{s.props.Deleted: "true", "readonly": "on"}); err != nil {
 		return nil, err
 	}
-	s.log.Info().Str("dataset", dataset).Msg("volume marked deleted; it goes when its snapshots and clones do")
+	s.log.Info().Str("dataset", plan.dataset).Msg("volume marked deleted; it goes when its snapshots and clones do")
 	return &csi.DeleteVolumeResponse{}, nil
 }
 

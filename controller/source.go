@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,7 +16,8 @@ import (
 
 // A volume's content source, resolved and checked against the plan by the
 // same rules wherever it lives: a snapshot or volume here, or one of
-// another node that that node describes through the same lookup (pulls.go).
+// another node that that node describes through the same lookup (pulls.go);
+// and the snapshot a clone or a copy is made from.
 
 // source is a resolved content source.
 type source struct {
@@ -195,4 +198,37 @@ func checkSourceKind(plan volumePlan, src *source) error {
 		return invalid("the content source is %s, the request asks for %s", describe(src.zvol, src.fsType), describe(plan.zvol, plan.fsType))
 	}
 	return nil
+}
+
+// takeSentSnapshot is the snapshot a volume from src is cloned or copied
+// from (sentSnapshot), made now for a volume source, and cleanup, which the
+// clone or copy calls once it is done with it.
+func (s *Server) takeSentSnapshot(ctx context.Context, src *source, dataset string) (string, func(context.Context), error) {
+	snapshot := s.sentSnapshot(src, dataset)
+	if src.volume == "" {
+		return snapshot, func(context.Context) {}, nil
+	}
+	// Internal snapshots (driver.InternalSnapshotPrefix) carry the
+	// Internal mark, are never listed as CSI snapshots, and are
+	// destroyed deferred at once, so ZFS removes them with their clone.
+	err := s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.Internal: "true"})
+	if err != nil && !errors.Is(err, zfs.ErrExists) {
+		return "", nil, err
+	}
+	// Deferred: destroyed now if nothing was cloned from it, else with its clone.
+	return snapshot, func(ctx context.Context) {
+		if !s.destroyQuietly(context.WithoutCancel(ctx), snapshot, zfs.DestroyOptions{Defer: true}) {
+			s.watchSnapshots(src.volume) // the reaper tries again
+		}
+	}, nil
+}
+
+// sentSnapshot is the snapshot a volume from src is cloned or copied from:
+// the source snapshot, or for a volume source the internal snapshot made for
+// dataset.
+func (s *Server) sentSnapshot(src *source, dataset string) string {
+	if src.volume == "" {
+		return src.snapshot
+	}
+	return src.volume + "@" + driver.InternalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
 }

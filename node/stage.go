@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -12,7 +11,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
+
+// NodeStageVolume, read top to bottom: the request is checked, the volume's
+// lock taken, a volume already staged as asked answered; then one plan of
+// what to stage (planStage) and the one executor of its kind, each in a
+// file named for it: stage_dataset.go, stage_formatted.go, stage_block.go.
 
 // NodeStageVolume implements csi.NodeServer. It takes the volume's lock: it
 // changes the volume's mounts, and a concurrent unstage or publish would
@@ -49,33 +54,70 @@ func (s *Server) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 	if staged, err := checkStaged(mounts, recognise, staging, capability, options); staged || err != nil {
 		return &csi.NodeStageVolumeResponse{}, err
 	}
-
-	row, err := s.lookupVolume(ctx, volume, req.GetVolumeContext())
+	plan, err := s.planStage(ctx, req, volume, staging, options)
 	if err != nil {
 		return nil, err
 	}
-	kind, fsType := s.owner.Kind(row)
-	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
-	}
-	if err := s.loadKey(ctx, volume, row, req.GetSecrets()); err != nil {
+	if err := s.loadKey(ctx, volume, plan.row, req.GetSecrets()); err != nil {
 		return nil, err
 	}
-	if err := makeStagingDir(staging, capability.GetBlock() != nil); err != nil {
+	if err := makeStagingDir(staging, plan.kind == bindDevice); err != nil {
 		return nil, err
 	}
-	switch {
-	case capability.GetBlock() != nil:
-		err = s.stageBlock(ctx, volume, staging)
-	case kind == driver.KindDataset:
-		err = s.mounter.Mount(volume.dataset, staging, "zfs", options.mountFlags(), options.data)
+	switch plan.kind {
+	case bindDevice:
+		err = s.stageBlock(ctx, plan)
+	case mountDataset:
+		err = s.stageDataset(plan)
 	default:
-		err = s.stageFormatted(ctx, volume, row, staging, fsType, options)
+		err = s.stageFormatted(ctx, plan)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageKind is which executor stages a planned volume.
+type stageKind int
+
+const (
+	mountDataset   stageKind = iota // a dataset mounted at the staging path (stage_dataset.go)
+	mountFormatted                  // a zvol's filesystem, made on first use, mounted there (stage_formatted.go)
+	bindDevice                      // a zvol's device node bound onto a file there (stage_block.go)
+)
+
+// stagePlan is what NodeStageVolume stages, decided once from the request
+// and the volume as ZFS has it; the executors share it.
+type stagePlan struct {
+	volume  volumeRef
+	row     zfs.Dataset
+	staging string
+	kind    stageKind
+	fsType  string // a formatted zvol's filesystem
+	options mountOptions
+}
+
+// planStage reads the volume (the ownership guard) and decides what to
+// stage: the capability must be one the volume's kind serves.
+func (s *Server) planStage(ctx context.Context, req *csi.NodeStageVolumeRequest, volume volumeRef, staging string, options mountOptions) (stagePlan, error) {
+	row, err := s.lookupVolume(ctx, volume, req.GetVolumeContext())
+	if err != nil {
+		return stagePlan{}, err
+	}
+	kind, fsType := s.owner.Kind(row)
+	capability := req.GetVolumeCapability()
+	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
+		return stagePlan{}, status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
+	}
+	plan := stagePlan{volume: volume, row: row, staging: staging, kind: mountFormatted, fsType: fsType, options: options}
+	switch {
+	case capability.GetBlock() != nil:
+		plan.kind = bindDevice
+	case kind == driver.KindDataset:
+		plan.kind = mountDataset
+	}
+	return plan, nil
 }
 
 // checkStaged looks at what is mounted at the staging path: nothing (false),
@@ -152,105 +194,3 @@ func makeStagingDir(staging string, block bool) error {
 	}
 	return nil
 }
-
-// stageBlock bind-mounts the zvol's device node onto a file in the staging
-// directory: the mark that the volume passed the ownership guard, from which
-// publish binds it on.
-func (s *Server) stageBlock(ctx context.Context, volume volumeRef, staging string) error {
-	device, err := s.waitForDevice(ctx, volume)
-	if err != nil {
-		return err
-	}
-	file, err := s.hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
-	if err != nil {
-		return err
-	}
-	made, err := makeMountPoint(file, true)
-	if err != nil {
-		return err
-	}
-	if err := s.mounter.Bind(device, file); err != nil {
-		if made {
-			_ = removeMountPoint(file)
-		}
-		return err
-	}
-	return nil
-}
-
-// NodeUnstageVolume implements csi.NodeServer: it unmounts whatever of the
-// volume is mounted at the staging path, and then at the file in it a raw
-// block volume was bound onto (removing that file); nothing mounted is
-// success. The staging directory is the CO's and stays. It takes the
-// volume's lock, as stage does. No zfs command runs.
-//
-// The staging mount goes first, and only then is anything below the staging
-// path looked at: while a filesystem volume is mounted there, staging/zvol
-// is a name in the workload's own files (a link it made must not wedge the
-// teardown, ARCHITECTURE.md decision 13).
-func (s *Server) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
-	if err := required("volume_id", req.GetVolumeId(), "staging_target_path", req.GetStagingTargetPath()); err != nil {
-		return nil, err
-	}
-	_, recognise, release, err := s.openVolume(req.GetVolumeId(), anyNode)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	staging, err := s.hostPath("staging_target_path", req.GetStagingTargetPath())
-	if err != nil {
-		return nil, err
-	}
-	removed, err := s.unmountAll(recognise, staging)
-	if err != nil {
-		return nil, err
-	}
-	if removed != nil {
-		// A filesystem staging is never also a raw block one: the file is
-		// not looked for.
-		return &csi.NodeUnstageVolumeResponse{}, nil
-	}
-	file, err := s.hostPath("staging_target_path", filepath.Join(staging, blockStagingFile))
-	if err != nil {
-		return nil, err
-	}
-	removed, err = s.unmountAll(recognise, file)
-	if err != nil {
-		return nil, err
-	}
-	if removed != nil {
-		if err := removeMountPoint(file); err != nil {
-			return nil, err
-		}
-	}
-	return &csi.NodeUnstageVolumeResponse{}, nil
-}
-
-// unmountAll unmounts the volume's mounts stacked at path, refusing to touch
-// a mount of anything else. It returns the last mount it removed, if any.
-func (s *Server) unmountAll(recognise VolumeMounts, path string) (*MountInfo, error) {
-	var removed *MountInfo
-	for range maxStackedMounts {
-		mounts, err := s.mounter.Mounts()
-		if err != nil {
-			return removed, err
-		}
-		mount := MountAt(mounts, path)
-		if mount == nil {
-			return removed, nil
-		}
-		if !recognise.Remains(*mount) {
-			return removed, status.Errorf(codes.FailedPrecondition,
-				"%s holds a mount of something else (%s from %s, root %s); it is left alone", path, mount.FSType, mount.Source, mount.Root)
-		}
-		if err := s.mounter.Unmount(path); err != nil {
-			return removed, err
-		}
-		removed = mount
-	}
-	return removed, fmt.Errorf("%s: still mounted after %d unmounts", path, maxStackedMounts)
-}
-
-// maxStackedMounts bounds the unmounts of one path: a few mounts stack up
-// when a call is cut off between mount and reply and the CO repeats it.
-const maxStackedMounts = 16

@@ -18,7 +18,8 @@ import (
 // format of this driver left (mountOrFormat), and grows the filesystem when
 // the zvol is larger. Mounting comes first: a volume formatted before (the
 // usual case) costs no probe.
-func (s *Server) stageFormatted(ctx context.Context, volume volumeRef, row zfs.Dataset, staging, fsType string, options mountOptions) error {
+func (s *Server) stageFormatted(ctx context.Context, plan stagePlan) error {
+	volume, row, staging, fsType, options := plan.volume, plan.row, plan.staging, plan.fsType, plan.options
 	device, err := s.waitForDevice(ctx, volume)
 	if err != nil {
 		return err

@@ -1,14 +1,15 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -16,141 +17,9 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// Volumes made from another node's snapshot (decision 14). When
-// transfers are configured the snapshot is pulled over the peer channel: a
-// resumable `zfs receive -s` into a hidden dataset, fed by the snapshot
-// node's `zfs send`, which becomes the volume by one `zfs rename` only when
-// it is whole. The hidden dataset lives in a container below the parent
-// (IncomingContainer), one level deeper than any volume: nothing that lists
-// volumes or snapshots sees it, so no partial volume is ever visible. A
-// pull runs apart from its call, as a local copy does (copyJobs): the call
-// answers ABORTED with how much has arrived, and a retry waits for it. A
-// pull cut short (a dropped connection, either daemon killed) resumes from
-// the hidden dataset's receive_resume_token.
-
-// IncomingContainer is the child of a parent dataset that holds pulls under
-// way. Its name begins with '_', which no volume's component does
-// (driver.Namer starts every component with a letter or digit).
-const IncomingContainer = "_incoming"
-
-// pullAttempts bounds how often one pull reconnects after its stream broke
-// before the job gives up (a retry of the call starts another, resuming).
-const pullAttempts = 5
-
-// defaultPullIdle is Server.pullIdle's default: longer than a CO waits
-// between two retries of a call (external-provisioner backs off to 5
-// minutes at most), so only a pull its caller gave up on is abandoned.
-const defaultPullIdle = 15 * time.Minute
-
-// pullBackoff is the wait before reconnecting.
-var pullBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second}
-
-// UseTransfers lets CreateVolume pull other nodes' snapshots through t.
-// Without it (nil) a source on another node is RESOURCE_EXHAUSTED, as the
-// CO expects of a volume that cannot be made in this topology. Call before
-// serving.
-func (s *Server) UseTransfers(t driver.Transfers) { s.transfers = t }
-
-// incomingDataset is where the pull of a volume's dataset is received.
-func incomingDataset(dataset string) string {
-	slash := strings.LastIndexByte(dataset, '/')
-	return dataset[:slash] + "/" + IncomingContainer + "/" + dataset[slash+1:]
-}
-
-// pullVolume makes generation's dataset of plan from another node's
-// snapshot, apart from the call, which waits for it as long as it can.
-func (s *Server) pullVolume(ctx context.Context, plan volumePlan, size uint64, locks *heldLocks, generation int) (*csi.CreateVolumeResponse, error) {
-	if generation == 0 {
-		return nil, status.Errorf(codes.ResourceExhausted,
-			"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
-	}
-	if err := s.copies.takeFailure(plan.name); err != nil {
-		// The last pull failed with no call waiting: its error is this
-		// call's answer (a certificate refused, a source gone), and the
-		// next call tries again.
-		return nil, err
-	}
-	dataset := plan.params.parent + "/" + s.namer.VolumeComponent(plan.name, generation)
-	var made zfs.Dataset
-	job := s.copies.start(plan.name, plan.sourceID, dataset, func(ctx context.Context, received *atomic.Uint64) error {
-		ctx, abandoned := s.watchPull(ctx, plan.name)
-		row, err := s.pull(ctx, plan, dataset, size, received)
-		if err != nil && abandoned() {
-			// The caller gave up (a claim deleted while its volume was
-			// still coming): nothing of it stays, here or, for a volume
-			// source, its rounds on the source's node.
-			s.log.Warn().Str("dataset", dataset).Str("source", plan.sourceID).Dur("idle", s.pullIdle).
-				Msg("pull abandoned: no call asked for it; what it received is removed")
-			s.removeIncoming(ctx, incomingDataset(dataset))
-			s.endRoundsQuietly(ctx, plan, dataset)
-			return status.Errorf(codes.Aborted, "the pull of %s was abandoned after %s without a call asking for it; a new call starts again",
-				driver.Bounded(plan.sourceID), s.pullIdle)
-		}
-		made = row
-		if err != nil && status.Code(err) != codes.Aborted {
-			s.copies.fail(plan.name, err)
-		}
-		return err
-	})
-	handedOver, err := job.await(ctx, locks.release)
-	if handedOver {
-		locks.take()
-	}
-	if err != nil {
-		if status.Code(err) != codes.Aborted && ctx.Err() == nil {
-			s.copies.takeFailure(plan.name) // this call answers it
-		}
-		return nil, err
-	}
-	return &csi.CreateVolumeResponse{Volume: s.csiVolume(made)}, nil
-}
-
-// watchPull ends ctx when no call has waited for the pull of name for
-// pullIdle; abandoned then says so.
-func (s *Server) watchPull(ctx context.Context, name string) (context.Context, func() bool) {
-	ctx, cancel := context.WithCancel(ctx)
-	var abandoned atomic.Bool
-	go func() {
-		defer cancel()
-		tick := time.NewTicker(max(s.pullIdle/10, 10*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			if job := s.copies.running(name); job != nil && time.Since(time.Unix(0, job.asked.Load())) > s.pullIdle {
-				abandoned.Store(true)
-				return
-			}
-		}
-	}()
-	return ctx, abandoned.Load
-}
-
-// pull receives the source into the hidden dataset, resuming what an
-// earlier pull left, and makes it the volume.
-func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, size uint64, received *atomic.Uint64) (zfs.Dataset, error) {
-	incoming := incomingDataset(dataset)
-	container := incoming[:strings.LastIndexByte(incoming, '/')]
-	err := s.zfs.Create(ctx, container, zfs.CreateOptions{Properties: map[string]string{"mountpoint": "none", "canmount": "off"}})
-	if err != nil && !errors.Is(err, zfs.ErrExists) {
-		return zfs.Dataset{}, err
-	}
-	properties := s.volumeProperties(plan, size, true)
-	// The size is set when the source's is known (finishPull): a quota
-	// smaller than the data would stop the receive.
-	delete(properties, "refquota")
-	delete(properties, "refreservation")
-	if !plan.fromSnap {
-		return s.pullRounds(ctx, plan, incoming, dataset, size, properties, received)
-	}
-	if err := s.receive(ctx, plan, driver.TransferRequest{SnapshotID: plan.sourceID}, incoming, properties, received); err != nil {
-		return zfs.Dataset{}, err
-	}
-	return s.finishPull(ctx, plan, incoming, dataset, size)
-}
+// The receiving side of a pull: a peer's stream, checked before zfs reads
+// a byte of it, received into the hidden dataset (resuming what an earlier
+// try left), and the one rename that makes what arrived the volume.
 
 // receive brings one snapshot's stream whole into incoming, reconnecting
 // (and resuming) when it breaks off.
@@ -256,15 +125,6 @@ func (s *Server) dropIncoming(ctx context.Context, incoming string, partial bool
 	s.destroyQuietly(ctx, incoming, zfs.DestroyOptions{Recursive: true})
 }
 
-// removeIncoming removes the hidden dataset whatever state it is in: a
-// receive's partial state first (ZFS keeps it apart for an incremental),
-// then the dataset with every round it received.
-func (s *Server) removeIncoming(ctx context.Context, incoming string) {
-	ctx = context.WithoutCancel(ctx)
-	_ = s.zfs.AbortReceive(ctx, incoming) // none to abort is no error here
-	s.destroyQuietly(ctx, incoming, zfs.DestroyOptions{Recursive: true})
-}
-
 // retryable: errors after which a reconnect may succeed (the stream broke,
 // the peer was busy or away). What the peer refused is final.
 func retryable(err error) bool {
@@ -354,4 +214,33 @@ func pulledProblem(plan volumePlan, row zfs.Dataset) string {
 		return fmt.Sprintf("is not encrypted, and parameter %s=%s asks for an encrypted volume", ParamEncryption, plan.params.encryption)
 	}
 	return ""
+}
+
+// receivedRounds are the snapshot components the hidden dataset received,
+// oldest first, and the GUID of its last round once that is in (Pulled).
+func (s *Server) receivedRounds(ctx context.Context, incoming string) (rounds []string, pulledGUID string, err error) {
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming}, Depth: 1,
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: []string{s.props.Pulled}, SkipMissing: true, Provenance: true})
+	// The rounds' names are random: their order is the order ZFS made them.
+	slices.SortStableFunc(rows, func(a, b zfs.Dataset) int { return cmp.Compare(a.CreateTxg, b.CreateTxg) })
+	if err != nil {
+		return nil, "", err
+	}
+	for _, row := range rows {
+		if row.Type == zfs.Snapshot {
+			_, component, _ := strings.Cut(row.Name, "@")
+			rounds = append(rounds, component)
+		} else {
+			pulledGUID = row.User[s.props.Pulled]
+		}
+	}
+	return rounds, pulledGUID, nil
+}
+
+// hasSnapshot says whether incoming holds the snapshot whose ID names it
+// (an incremental round received whole).
+func (s *Server) hasSnapshot(ctx context.Context, incoming, snapshotID string) bool {
+	_, component, _ := strings.Cut(snapshotID, "@")
+	_, err := zfs.Get(ctx, s.zfs, incoming+"@"+component, nil)
+	return err == nil
 }

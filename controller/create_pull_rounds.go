@@ -1,9 +1,7 @@
 package controller
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -101,54 +99,4 @@ func (s *Server) checkRound(ctx context.Context, incoming, snapshotID, guid stri
 		return "", status.Errorf(codes.Internal, "the round received as %s has GUID %s, the source's node took GUID %s", incoming, got, driver.Bounded(guid))
 	}
 	return guid, nil
-}
-
-// endRoundsQuietly asks a volume source's node to drop the rounds of a
-// pull that will not finish; a failure is logged (the source's operator
-// sees the round snapshots by their mark).
-func (s *Server) endRoundsQuietly(ctx context.Context, plan volumePlan, dataset string) {
-	if plan.fromSnap {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	sourceNode, _, err := driver.ParseVolumeID(plan.sourceID)
-	if err != nil {
-		return
-	}
-	conn, err := s.sourceConn(ctx, sourceNode)
-	if err == nil {
-		_, err = callPulls(ctx, conn, pullsEnd, map[string]string{fieldSource: plan.sourceID, fieldPuller: dataset})
-	}
-	if err != nil {
-		s.log.Warn().Err(err).Str("source", plan.sourceID).Msg("cannot drop the pull's rounds on the source's node")
-	}
-}
-
-// receivedRounds are the snapshot components the hidden dataset received,
-// oldest first, and the GUID of its last round once that is in (Pulled).
-func (s *Server) receivedRounds(ctx context.Context, incoming string) (rounds []string, pulledGUID string, err error) {
-	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{incoming}, Depth: 1,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: []string{s.props.Pulled}, SkipMissing: true, Provenance: true})
-	// The rounds' names are random: their order is the order ZFS made them.
-	slices.SortStableFunc(rows, func(a, b zfs.Dataset) int { return cmp.Compare(a.CreateTxg, b.CreateTxg) })
-	if err != nil {
-		return nil, "", err
-	}
-	for _, row := range rows {
-		if row.Type == zfs.Snapshot {
-			_, component, _ := strings.Cut(row.Name, "@")
-			rounds = append(rounds, component)
-		} else {
-			pulledGUID = row.User[s.props.Pulled]
-		}
-	}
-	return rounds, pulledGUID, nil
-}
-
-// hasSnapshot says whether incoming holds the snapshot whose ID names it
-// (an incremental round received whole).
-func (s *Server) hasSnapshot(ctx context.Context, incoming, snapshotID string) bool {
-	_, component, _ := strings.Cut(snapshotID, "@")
-	_, err := zfs.Get(ctx, s.zfs, incoming+"@"+component, nil)
-	return err == nil
 }

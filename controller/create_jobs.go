@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,10 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
+
+// Transfers that outlive the call that started them: a local copy
+// (create_copy.go) and a pull from another node (create_pull.go) run as
+// jobs here, which later calls for the same name wait for.
 
 // copyDeadline bounds one sourceMode=copy send|receive. A copy is not bound
 // by the call that asked for it (the sidecar gives CreateVolume a minute; a
@@ -33,7 +36,7 @@ type copyJobs struct {
 	mu   sync.Mutex
 	jobs map[string]*copyJob
 	// failed are pulls that ended in an error no call was waiting for
-	// (remote.go): the next call for the name gets it, once.
+	// (create_pull.go): the next call for the name gets it, once.
 	failed map[string]error
 	base   context.Context // ends at Close
 	cancel context.CancelFunc
@@ -45,7 +48,7 @@ type copyJob struct {
 	started         time.Time
 	received        atomic.Uint64
 	// asked is when a call last waited for the job (Unix nanoseconds): a
-	// pull nobody asks for any more is abandoned (remote.go).
+	// pull nobody asks for any more is abandoned (create_pull.go).
 	asked atomic.Int64
 	done  chan struct{}
 	err   error // set before done closes
@@ -185,51 +188,4 @@ func (l *heldLocks) done() {
 	if l.release != nil {
 		l.release()
 	}
-}
-
-// copyVolume makes dataset an independent copy of snapshot and finishes it,
-// apart from the call (see copyJobs), which waits for it as long as it can.
-func (s *Server) copyVolume(ctx context.Context, plan volumePlan, locks *heldLocks, snapshot, dataset string,
-	properties, grow map[string]string, cleanup func(context.Context)) error {
-	job := s.copies.start(plan.name, snapshot, dataset, func(ctx context.Context, received *atomic.Uint64) error {
-		defer cleanup(ctx)
-		err := s.zfs.Copy(ctx, snapshot, dataset, zfs.CopyOptions{Properties: properties, Received: received})
-		if err != nil {
-			return err
-		}
-		return s.finishCopy(ctx, dataset, snapshot, grow)
-	})
-	handedOver, err := job.await(ctx, locks.release)
-	if handedOver {
-		locks.take()
-	}
-	return err
-}
-
-// finishCopy is what a copy needs after its receive: a zvol's new size and
-// reservation (receive refuses volsize), then the received snapshot goes.
-// The snapshot goes last because it marks the copy unfinished: a retry
-// after a crash between the two meets it and finishes the copy
-// (completeCopy) instead of finding a volume smaller than was asked for.
-func (s *Server) finishCopy(ctx context.Context, dataset, sourceSnapshot string, grow map[string]string) error {
-	if len(grow) > 0 {
-		if err := s.zfs.Set(ctx, dataset, grow); err != nil {
-			if errors.Is(err, zfs.ErrNoSpace) || errors.Is(err, zfs.ErrInvalid) {
-				// It would fail the same way on every retry: take it back.
-				s.destroyQuietly(context.WithoutCancel(ctx), dataset, zfs.DestroyOptions{Recursive: true})
-			}
-			return err
-		}
-	}
-	err := s.zfs.Destroy(ctx, receivedSnapshot(dataset, sourceSnapshot), zfs.DestroyOptions{})
-	if errors.Is(err, zfs.ErrNotFound) {
-		return nil
-	}
-	return err
-}
-
-// receivedSnapshot is the snapshot a receive leaves on the copy: the sent
-// snapshot's name on the new dataset.
-func receivedSnapshot(dataset, sourceSnapshot string) string {
-	return dataset + "@" + sourceSnapshot[strings.IndexByte(sourceSnapshot, '@')+1:]
 }
