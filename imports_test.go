@@ -35,7 +35,7 @@ func (p goPackage) name() string {
 }
 
 // testSupport says whether the package exists for tests only
-// (plugin/plugintest, zfs/zfstest, node/nodetest): it may build fixtures from any
+// (wiring/wiringtest, zfs/zfstest, node/nodetest): it may build fixtures from any
 // package under the commands, and production code never imports it.
 func (p goPackage) testSupport() bool { return isTestSupport(p.name()) }
 
@@ -97,13 +97,15 @@ func top(name string) string {
 // packages of its own subtree (cli/report → cli/ctl); a package of a new
 // top-level directory has to be given its place here first.
 var layers = map[string]int{
-	"":           5, // main: the entry point
-	"cli":        4, // the commands, the daemon among them
-	"plugin":     3, // the services wired together
-	"controller": 2, "node": 2, "inventory": 2, "metrics": 2, "snapmeta": 2,
-	"peer":   2, // the channel between daemons; the controller gets it injected
-	"driver": 1, // what every service shares
-	"zfs":    0, // the storage layer: knows nothing of CSI
+	"":           7, // main: the entry point
+	"cli":        6, // the commands, the daemon among them
+	"wiring":     5, // the services and the daemon's sockets put together
+	"controller": 4, "node": 4, "inventory": 4, "metrics": 4, "snapmeta": 4,
+	"peer":    4, // the channel between daemons; the controller gets it injected
+	"forward": 3, // controller calls taken to their node, and answered there
+	"rpc":     2, // the gRPC server, its interceptors, errors → codes, Identity
+	"rules":   1, // the domain rules every service asks: IDs, names, ownership
+	"zfs":     0, // the storage layer: knows nothing of CSI
 }
 
 // sideways are the imports allowed between different packages of one rank.
@@ -186,13 +188,26 @@ func TestImportsPointOneWay(t *testing.T) {
 		}
 	})
 
+	t.Run("rules runs no server: it imports no gRPC package, tests included", func(t *testing.T) {
+		for _, p := range packages {
+			if top(p.name()) != "rules" {
+				continue
+			}
+			for _, imported := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+				if strings.HasPrefix(imported, "google.golang.org/grpc") {
+					t.Errorf("%s imports %s: its refusals are typed errors, which rpc maps to codes", p.name(), imported)
+				}
+			}
+		}
+	})
+
 	t.Run("of the commands only the daemon builds the services; the others use its socket or read ZFS", func(t *testing.T) {
 		for _, p := range packages {
 			if top(p.name()) != "cli" || p.name() == "cli" || p.name() == "cli/daemon" {
 				continue
 			}
 			for _, imported := range p.own(false) {
-				if slices.Contains([]string{"plugin", "controller", "node"}, top(imported)) {
+				if slices.Contains([]string{"wiring", "controller", "node", "forward"}, top(imported)) {
 					t.Errorf("%s imports %s", p.name(), imported)
 				}
 			}

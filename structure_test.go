@@ -18,9 +18,10 @@ var archSymbol = regexp.MustCompile("`([a-z]+)\\.([A-Za-z_][A-Za-z0-9_]*)(?:\\.(
 // modulePackages are the module's packages by the name ARCHITECTURE.md
 // calls them.
 var modulePackages = map[string]string{
-	"controller": "controller", "driver": "driver", "node": "node", "peer": "peer", "plugin": "plugin", "zfs": "zfs",
+	"controller": "controller", "node": "node", "peer": "peer", "zfs": "zfs",
+	"rules": "rules", "rpc": "rpc", "forward": "forward", "wiring": "wiring", "kubelet": "rpc/kubelet",
 	"inventory": "inventory", "metrics": "metrics", "snapmeta": "snapmeta", "zfstest": "zfs/zfstest",
-	"nodetest": "node/nodetest", "plugintest": "plugin/plugintest",
+	"nodetest": "node/nodetest", "wiringtest": "wiring/wiringtest",
 }
 
 // declared lists what a package's Go files declare at the top level, and
@@ -100,8 +101,8 @@ func TestEverySymbolARCHITECTURENamesExists(t *testing.T) {
 }
 
 // declaresMethod reports whether some type of the package has a method or
-// field of that name (ARCHITECTURE.md names plugin.ConnectPeers for the
-// method of plugin.Plugin).
+// field of that name (ARCHITECTURE.md names wiring.ConnectPeers for the
+// method of wiring.Plugin).
 func declaresMethod(names map[string]bool, name string) bool {
 	for declared := range names {
 		if _, member, ok := strings.Cut(declared, "."); ok && member == name {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -47,7 +47,7 @@ type AdoptRequest struct {
 // Adopt adopts an existing dataset or zvol (see AdoptRequest).
 func (s *Server) Adopt(ctx context.Context, req AdoptRequest) (*csi.Volume, error) {
 	defer s.volumesChanged()
-	if problem := driver.SpecNameProblem(req.Name); problem != "" {
+	if problem := rules.SpecNameProblem(req.Name); problem != "" {
 		return nil, invalid("%s", problem)
 	}
 	parent := req.Parent
@@ -55,7 +55,7 @@ func (s *Server) Adopt(ctx context.Context, req AdoptRequest) (*csi.Volume, erro
 		parent = s.cfg.ParentDatasets[0]
 	}
 	if !s.cfg.IsParent(parent) {
-		return nil, invalid("%q is not one of the parent datasets %v", driver.Bounded(parent), s.cfg.ParentDatasets)
+		return nil, invalid("%q is not one of the parent datasets %v", rules.Bounded(parent), s.cfg.ParentDatasets)
 	}
 	release, err := s.inflight.Acquire("volume-name/"+req.Name, datasetLock(req.Dataset))
 	if err != nil {
@@ -79,7 +79,7 @@ func (s *Server) Adopt(ctx context.Context, req AdoptRequest) (*csi.Volume, erro
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{req.Dataset}, Depth: -1,
 		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), Crypto: true})
 	if errors.Is(err, zfs.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "dataset %s does not exist", driver.Bounded(req.Dataset))
+		return nil, status.Errorf(codes.NotFound, "dataset %s does not exist", rules.Bounded(req.Dataset))
 	}
 	if err != nil {
 		return nil, err
@@ -116,14 +116,14 @@ func (s *Server) adoptedAlready(req AdoptRequest, existing *zfs.Dataset, err err
 		return nil, err
 	}
 	if existing.User[s.props.Adopted] != adoptMode(req) || (existing.Name != req.Dataset && !req.Rename) {
-		return nil, status.Errorf(codes.AlreadyExists, "volume name %q is taken by %s", driver.Bounded(req.Name), existing.Name)
+		return nil, status.Errorf(codes.AlreadyExists, "volume name %q is taken by %s", rules.Bounded(req.Name), existing.Name)
 	}
 	return s.csiVolume(*existing), nil
 }
 
 func adoptMode(req AdoptRequest) string {
 	if req.Retain {
-		return driver.ManagedRetained
+		return rules.ManagedRetained
 	}
 	return "own"
 }
@@ -143,7 +143,7 @@ func (s *Server) checkAdoptable(ctx context.Context, req AdoptRequest, rows []zf
 		return status.Errorf(codes.FailedPrecondition, "%s is a clone of %s, which the driver would not own: promote it or copy it first", row.Name, row.Origin)
 	case row.Name != target && !req.Rename:
 		return status.Errorf(codes.FailedPrecondition, "%s is not the volume dataset %s that name %q maps to: adopt it with rename (one zfs rename moves it there)",
-			row.Name, target, driver.Bounded(req.Name))
+			row.Name, target, rules.Bounded(req.Name))
 	case row.Name != target && zfs.PoolOf(row.Name) != zfs.PoolOf(target):
 		return status.Errorf(codes.FailedPrecondition, "%s is in pool %s and %s in pool %s: zfs rename cannot cross pools", row.Name, zfs.PoolOf(row.Name), target, zfs.PoolOf(target))
 	}
@@ -178,7 +178,7 @@ func (s *Server) checkAdoptable(ctx context.Context, req AdoptRequest, rows []zf
 func (s *Server) checkKind(ctx context.Context, req AdoptRequest, row zfs.Dataset) error {
 	if row.Type == zfs.Filesystem {
 		switch {
-		case !driver.IsDatasetFSType(req.FSType):
+		case !rules.IsDatasetFSType(req.FSType):
 			return invalid("%s is a filesystem: it is adopted as a dataset volume, not as %s", row.Name, req.FSType)
 		case row.RefQuota == 0 && req.Size == 0:
 			return status.Errorf(codes.FailedPrecondition, "%s has no refquota: give a size, which becomes its refquota (it holds %s)", row.Name, zfs.FormatSize(row.Referenced))
@@ -187,8 +187,8 @@ func (s *Server) checkKind(ctx context.Context, req AdoptRequest, row zfs.Datase
 		}
 		return nil
 	}
-	if req.FSType != "" && !driver.FormattedFSTypes[req.FSType] {
-		return invalid("filesystem type %q: a zvol holds ext4, xfs, btrfs, or is a raw block volume", driver.Bounded(req.FSType))
+	if req.FSType != "" && !rules.FormattedFSTypes[req.FSType] {
+		return invalid("filesystem type %q: a zvol holds ext4, xfs, btrfs, or is a raw block volume", rules.Bounded(req.FSType))
 	}
 	if req.Size > 0 {
 		return invalid("%s is a zvol: its size is its volsize", row.Name)
@@ -210,9 +210,9 @@ func (s *Server) checkKind(ctx context.Context, req AdoptRequest, row zfs.Datase
 func (s *Server) adoptionMarks(ctx context.Context, req AdoptRequest, row zfs.Dataset) (map[string]string, error) {
 	managed := "true"
 	if req.Retain {
-		managed = driver.ManagedRetained
+		managed = rules.ManagedRetained
 	}
-	marks := map[string]string{s.props.Managed: managed, s.props.CSIName: driver.EncodeName(req.Name),
+	marks := map[string]string{s.props.Managed: managed, s.props.CSIName: rules.EncodeName(req.Name),
 		s.props.Adopted: adoptMode(req), s.props.Source: "adopted:" + row.Name}
 	if row.Type == zfs.Filesystem {
 		rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{row.Name}, Native: []string{"mountpoint"}})

@@ -9,7 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -34,7 +34,7 @@ func TestAnAdoptedDatasetIsServedAndRetainModeNeverDestroysIt(t *testing.T) {
 		t.Fatalf("Adopt: %v", err)
 	}
 	dataset := strings.TrimPrefix(volume.GetVolumeId(), testNode+":")
-	if dataset != "tank/csi/db" || volume.GetCapacityBytes() != 1<<30 || volume.GetVolumeContext()[driver.ContextKind] != driver.KindDataset {
+	if dataset != "tank/csi/db" || volume.GetCapacityBytes() != 1<<30 || volume.GetVolumeContext()[rules.ContextKind] != rules.KindDataset {
 		t.Errorf("adopted as %+v", volume)
 	}
 	if got := h.fake.Property(dataset, "mountpoint"); got != "legacy" {
@@ -89,7 +89,7 @@ func TestAnAdoptedZvolInOwnModeIsAVolumeLikeAnyOther(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Adopt: %v", err)
 	}
-	if volume.GetVolumeContext()[driver.ContextFSType] != "ext4" || volume.GetCapacityBytes() != 64<<20 {
+	if volume.GetVolumeContext()[rules.ContextFSType] != "ext4" || volume.GetCapacityBytes() != 64<<20 {
 		t.Errorf("adopted as %+v", volume)
 	}
 	h.snapshot("vm-snap", volume.GetVolumeId())

@@ -9,15 +9,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // TestCallersStringsAreCutInErrorMessages sends 1 MiB where every request
 // string goes and expects an error message that repeats at most
-// driver.MaxEchoedBytes of each (the server's own cut of whole messages,
+// rules.MaxEchoedBytes of each (the server's own cut of whole messages,
 // MaxMessageBytes, is only the backstop).
 func TestCallersStringsAreCutInErrorMessages(t *testing.T) {
-	const bound = 3*driver.MaxEchoedBytes + 512
+	const bound = 3*rules.MaxEchoedBytes + 512
 	huge := strings.Repeat("x", 1<<20)
 	h := newHarness(t)
 	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
@@ -105,17 +106,17 @@ func TestCallersStringsAreCutInErrorMessages(t *testing.T) {
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			err := test.call()
-			if status.Code(driver.Status(err)) == codes.OK {
+			if status.Code(rpc.Status(err)) == codes.OK {
 				t.Fatal("the call succeeded")
 			}
-			if message := status.Convert(driver.Status(err)).Message(); len(message) > bound {
+			if message := status.Convert(rpc.Status(err)).Message(); len(message) > bound {
 				t.Errorf("the message has %d bytes, more than %d: %.200s…", len(message), bound, message)
 			}
 		})
 	}
 	t.Run("a volume context value ValidateVolumeCapabilities compares", func(t *testing.T) {
 		response, err := h.server.ValidateVolumeCapabilities(ctx, &csi.ValidateVolumeCapabilitiesRequest{VolumeId: volume.GetVolumeId(),
-			VolumeCapabilities: []*csi.VolumeCapability{mountCapability("")}, VolumeContext: map[string]string{driver.ContextKind: huge}})
+			VolumeCapabilities: []*csi.VolumeCapability{mountCapability("")}, VolumeContext: map[string]string{rules.ContextKind: huge}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -109,9 +109,9 @@ func (s *Server) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (
 		maximum = largestThickZvol(parent.Available, params.volBlockSize)
 	}
 	return &csi.GetCapacityResponse{
-		AvailableCapacity: driver.SizeBytes(parent.Available),
-		MaximumVolumeSize: wrapperspb.Int64(driver.SizeBytes(min(maximum, MaxVolumeSize))),
-		MinimumVolumeSize: wrapperspb.Int64(driver.SizeBytes(minimum)),
+		AvailableCapacity: rules.SizeBytes(parent.Available),
+		MaximumVolumeSize: wrapperspb.Int64(rules.SizeBytes(min(maximum, MaxVolumeSize))),
+		MinimumVolumeSize: wrapperspb.Int64(rules.SizeBytes(minimum)),
 	}, nil
 }
 
@@ -172,7 +172,7 @@ func (s *Server) creationMismatch(row zfs.Dataset, req *csi.ValidateVolumeCapabi
 	}
 	for key, want := range s.csiVolume(row).GetVolumeContext() {
 		if got, given := req.GetVolumeContext()[key]; given && got != want {
-			return fmt.Sprintf("volume context %s=%q, the volume's is %q", key, driver.Bounded(got), want)
+			return fmt.Sprintf("volume context %s=%q, the volume's is %q", key, rules.Bounded(got), want)
 		}
 	}
 	return ""
@@ -180,11 +180,11 @@ func (s *Server) creationMismatch(row zfs.Dataset, req *csi.ValidateVolumeCapabi
 
 // capabilityMismatch explains why a volume cannot serve a capability, or is "".
 func (s *Server) capabilityMismatch(row zfs.Dataset, capability *csi.VolumeCapability) string {
-	if problem := driver.CapabilityProblem(capability); problem != "" {
+	if problem := rules.CapabilityProblem(capability); problem != "" {
 		return problem
 	}
 	kind, fsType := s.owner.Kind(row)
-	return driver.KindServes(kind, fsType, capability)
+	return rules.KindServes(kind, fsType, capability)
 }
 
 // ControllerGetVolume implements csi.ControllerServer.

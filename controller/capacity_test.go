@@ -83,7 +83,7 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 		{"a dataset does not serve ext4 mounts", dataset, mountCapability("ext4"), false},
 		{"an ext4 zvol serves ext4 mounts", ext4, mountCapability("ext4"), true},
 		// NodeStage and NodePublish refuse raw access to a formatted zvol, so
-		// it is not confirmed either (driver.KindServes, one rule).
+		// it is not confirmed either (rules.KindServes, one rule).
 		{"an ext4 zvol does not serve block access", ext4, blockCapability(), false},
 		{"a raw zvol serves block access", raw, blockCapability(), true},
 		{"a raw zvol does not serve ext4 mounts", raw, mountCapability("ext4"), false},

@@ -18,20 +18,22 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // Server is the CSI Controller service.
 type Server struct {
 	csi.UnimplementedControllerServer
-	cfg       driver.Config
+	cfg       rules.Config
 	zfs       zfs.Interface
 	log       zerolog.Logger
-	props     driver.UserProps
-	owner     driver.Owner
-	namer     driver.Namer
-	inflight  *driver.InFlight
+	props     rules.UserProps
+	owner     rules.Owner
+	namer     rules.Namer
+	inflight  *rules.InFlight
 	reap      chan struct{}
 	watch     reapWatch     // datasets whose snapshots the next reaper pass reads
 	changes   atomic.Uint64 // volume changes made, for volumePages
@@ -40,7 +42,7 @@ type Server struct {
 	sources   sourceIndex
 	copies    copyJobs
 	// transfers pulls other nodes' snapshots (create_pull.go); nil: off.
-	transfers driver.Transfers
+	transfers forward.Transfers
 	// inUse says whether this host shows a volume mounted (the node's
 	// mount table; pulls.go); nil: cannot tell.
 	inUse func(dataset string) (bool, error)
@@ -61,17 +63,17 @@ type Server struct {
 	}
 }
 
-// New builds the service; cfg must be valid (driver.Config.Validate).
-func New(cfg driver.Config, z zfs.Interface, log zerolog.Logger) (*Server, error) {
-	namer, err := driver.NewNamer(cfg)
+// New builds the service; cfg must be valid (rules.Config.Validate).
+func New(cfg rules.Config, z zfs.Interface, log zerolog.Logger) (*Server, error) {
+	namer, err := rules.NewNamer(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := CheckAllowedPoolProperties(cfg.AllowedPoolProperties); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, zfs: z, log: log, props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), namer: namer,
-		inflight: driver.NewInFlight(), reap: make(chan struct{}, 1), pullIdle: defaultPullIdle}, nil
+	return &Server{cfg: cfg, zfs: z, log: log, props: rules.NewUserProps(cfg.DriverName), owner: rules.NewOwner(cfg), namer: namer,
+		inflight: rules.NewInFlight(), reap: make(chan struct{}, 1), pullIdle: defaultPullIdle}, nil
 }
 
 // Close ends the work the service runs apart from its calls (copies under
@@ -106,11 +108,11 @@ func (s *Server) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 }
 
 // otherNodeMarker starts the messages of calls refused because they belong to
-// another node (driver.OtherNodeMarker says why, and the metrics count them
+// another node (rpc.OtherNodeMarker says why, and the metrics count them
 // apart by it).
-const otherNodeMarker = driver.OtherNodeMarker
+const otherNodeMarker = rpc.OtherNodeMarker
 
-// volumeDataset resolves a volume ID to its dataset name (driver.Config's
+// volumeDataset resolves a volume ID to its dataset name (rules.Config's
 // VolumeDataset); a refusal for another node carries otherNodeMarker.
 func (s *Server) volumeDataset(volumeID string) (string, error) {
 	dataset, err := s.cfg.VolumeDataset(volumeID)
@@ -119,7 +121,7 @@ func (s *Server) volumeDataset(volumeID string) (string, error) {
 
 // markOtherNode prefixes otherNodeMarker to a refusal for another node.
 func markOtherNode(err error) error {
-	var foreign *driver.ForeignNodeError
+	var foreign *rules.ForeignNodeError
 	if errors.As(err, &foreign) {
 		return fmt.Errorf("%s: %w", otherNodeMarker, err)
 	}
@@ -127,7 +129,7 @@ func markOtherNode(err error) error {
 }
 
 func volumeNotFound(volumeID string, reason error) error {
-	return status.Errorf(codes.NotFound, "volume %q does not exist: %v", driver.Bounded(volumeID), reason)
+	return status.Errorf(codes.NotFound, "volume %q does not exist: %v", rules.Bounded(volumeID), reason)
 }
 
 // getVolume reads a live volume and its own properties, or NOT_FOUND.
@@ -154,8 +156,8 @@ func capacity(row zfs.Dataset) uint64 {
 // csiVolume renders a volume row for the CO.
 func (s *Server) csiVolume(row zfs.Dataset) *csi.Volume {
 	volume := &csi.Volume{
-		VolumeId:           driver.VolumeID(s.cfg.NodeID, row.Name),
-		CapacityBytes:      driver.SizeBytes(capacity(row)),
+		VolumeId:           rules.VolumeID(s.cfg.NodeID, row.Name),
+		CapacityBytes:      rules.SizeBytes(capacity(row)),
 		VolumeContext:      s.owner.VolumeContext(row),
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},
 	}
@@ -168,7 +170,7 @@ func (s *Server) csiVolume(row zfs.Dataset) *csi.Volume {
 // contentSource turns a stored source ID back into the CSI message: snapshot
 // IDs are the ones with an '@'.
 func contentSource(id string) *csi.VolumeContentSource {
-	if _, _, _, err := driver.ParseSnapshotID(id); err == nil {
+	if _, _, _, err := rules.ParseSnapshotID(id); err == nil {
 		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: id}}}
 	}

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -77,7 +77,7 @@ func (s *Server) MoveVolume(ctx context.Context, req *csi.CreateVolumeRequest, f
 // planVolume validates a request without touching ZFS.
 func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 	plan := volumePlan{name: req.GetName(), capacity: req.GetCapacityRange()}
-	if problem := driver.SpecNameProblem(plan.name); problem != "" {
+	if problem := rules.SpecNameProblem(plan.name); problem != "" {
 		return plan, invalid("%s", problem)
 	}
 	if len(req.GetVolumeCapabilities()) == 0 {
@@ -122,7 +122,7 @@ func (s *Server) planVolume(req *csi.CreateVolumeRequest) (volumePlan, error) {
 func volumeKind(capabilities []*csi.VolumeCapability) (zvol bool, fsType string, err error) {
 	block, dataset := false, false
 	for _, capability := range capabilities {
-		if problem := driver.CapabilityProblem(capability); problem != "" {
+		if problem := rules.CapabilityProblem(capability); problem != "" {
 			return false, "", invalid("%s", problem)
 		}
 		if capability.GetBlock() != nil {
@@ -131,7 +131,7 @@ func volumeKind(capabilities []*csi.VolumeCapability) (zvol bool, fsType string,
 		}
 		requested := capability.GetMount().GetFsType()
 		switch {
-		case driver.IsDatasetFSType(requested):
+		case rules.IsDatasetFSType(requested):
 			dataset = true
 		case fsType != "" && fsType != requested:
 			return false, "", invalid("capabilities ask for two filesystem types, %s and %s", fsType, requested)
@@ -168,23 +168,23 @@ func (s *Server) checkSourcePlace(plan *volumePlan) error {
 	var nodeID, dataset string
 	var err error
 	if plan.fromSnap {
-		nodeID, dataset, _, err = driver.ParseSnapshotID(plan.sourceID)
+		nodeID, dataset, _, err = rules.ParseSnapshotID(plan.sourceID)
 	} else {
-		nodeID, dataset, err = driver.ParseVolumeID(plan.sourceID)
+		nodeID, dataset, err = rules.ParseVolumeID(plan.sourceID)
 	}
 	switch {
 	case err != nil:
-		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", driver.Bounded(plan.sourceID), err)
+		return status.Errorf(codes.NotFound, "content source %q does not exist: %v", rules.Bounded(plan.sourceID), err)
 	case nodeID != s.cfg.NodeID && s.transfers != nil:
 		plan.remote = true // pulled from its node (create_pull.go); a pull crosses pools
 	case nodeID != s.cfg.NodeID:
 		// NOT_FOUND would be final; this is the spec's "cannot be
 		// provisioned in this topology": the CO places the volume elsewhere.
 		return status.Errorf(codes.ResourceExhausted, "%s: the content source %q lives on node %q and a volume made from it can only be made there; this is node %q",
-			otherNodeMarker, driver.Bounded(plan.sourceID), nodeID, s.cfg.NodeID)
+			otherNodeMarker, rules.Bounded(plan.sourceID), nodeID, s.cfg.NodeID)
 	case !plan.params.copySource && zfs.PoolOf(dataset) != zfs.PoolOf(plan.params.parent):
 		return invalid("the content source %q is in pool %s and the volume would be in pool %s: a clone cannot cross pools (sourceMode=copy can)",
-			driver.Bounded(plan.sourceID), zfs.PoolOf(dataset), zfs.PoolOf(plan.params.parent))
+			rules.Bounded(plan.sourceID), zfs.PoolOf(dataset), zfs.PoolOf(plan.params.parent))
 	}
 	return nil
 }
@@ -197,14 +197,14 @@ func planEncryption(plan *volumePlan, secrets map[string]string) error {
 	if plan.params.encryption == "" || plan.sourceID != "" {
 		return nil
 	}
-	format, key, err := driver.EncryptionKey(secrets)
+	format, key, err := rules.EncryptionKey(secrets)
 	if err != nil {
 		return invalid("%v", err)
 	}
 	if key == nil {
 		return invalid("parameter %s=%s needs a key: the secrets must carry %s or %s (Kubernetes: the StorageClass's "+
 			"csi.storage.k8s.io/provisioner-secret-name and -namespace; Nomad: the volume's secrets)",
-			ParamEncryption, plan.params.encryption, driver.SecretPassphrase, driver.SecretHexKey)
+			ParamEncryption, plan.params.encryption, rules.SecretPassphrase, rules.SecretHexKey)
 	}
 	plan.keyFormat, plan.key = format, key
 	return nil

@@ -6,7 +6,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -32,7 +32,7 @@ func (s *Server) createClone(ctx context.Context, plan volumePlan, lookFirst boo
 			return s.existingVolume(plan, existing, err)
 		}
 	}
-	for generation, attempts := 1, 0; attempts < driver.MaxGenerations; attempts++ {
+	for generation, attempts := 1, 0; attempts < rules.MaxGenerations; attempts++ {
 		row, err := s.cloneInto(ctx, plan, src, s.generationDataset(plan, generation), size)
 		if err == nil {
 			return &csi.CreateVolumeResponse{Volume: s.csiVolume(row)}, nil

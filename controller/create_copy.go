@@ -8,7 +8,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -38,7 +38,7 @@ func (s *Server) createCopy(ctx context.Context, plan volumePlan, locks *heldLoc
 	if err != nil || existing != nil {
 		return s.existingVolume(plan, existing, err)
 	}
-	for generation, attempts := 1, 0; attempts < driver.MaxGenerations; attempts++ {
+	for generation, attempts := 1, 0; attempts < rules.MaxGenerations; attempts++ {
 		row, err := s.copyInto(ctx, plan, src, s.generationDataset(plan, generation), size, locks)
 		if err == nil {
 			return &csi.CreateVolumeResponse{Volume: s.csiVolume(row)}, nil

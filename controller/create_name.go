@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -16,7 +16,7 @@ import (
 // went to: what every CreateVolume executor asks of the name before and
 // after it makes the volume. A name whose earlier volume is deleted but
 // still held by its snapshots' clones moves to the next generation of its
-// dataset name (driver.Namer's VolumeComponent).
+// dataset name (rules.Namer's VolumeComponent).
 
 // generationDataset is the dataset the plan's volume gets in generation.
 func (s *Server) generationDataset(plan volumePlan, generation int) string {
@@ -27,7 +27,7 @@ func (s *Server) generationDataset(plan volumePlan, generation int) string {
 // by a deleted volume's dependents.
 func generationsHeld(plan volumePlan) error {
 	return status.Errorf(codes.ResourceExhausted,
-		"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", driver.Bounded(plan.name), driver.MaxGenerations)
+		"volume name %q: %d earlier volumes of this name are deleted but still held by their snapshots' clones", rules.Bounded(plan.name), rules.MaxGenerations)
 }
 
 // checkOtherParents refuses a name already used under another parent.
@@ -46,7 +46,7 @@ func (s *Server) existingVolume(plan volumePlan, row *zfs.Dataset, err error) (*
 		return nil, err
 	}
 	if problem := s.incompatibility(plan, *row); problem != "" {
-		return nil, status.Errorf(codes.AlreadyExists, "volume %q exists (%s) but %s", driver.Bounded(plan.name), row.Name, problem)
+		return nil, status.Errorf(codes.AlreadyExists, "volume %q exists (%s) but %s", rules.Bounded(plan.name), row.Name, problem)
 	}
 	return &csi.CreateVolumeResponse{Volume: s.csiVolume(*row)}, nil
 }
@@ -62,7 +62,7 @@ func (s *Server) incompatibility(plan volumePlan, row zfs.Dataset) string {
 	case plan.capacity.GetLimitBytes() > 0 && size > uint64(plan.capacity.GetLimitBytes()):
 		return fmt.Sprintf("its %d bytes exceed the limit of %d", size, plan.capacity.GetLimitBytes())
 	case row.User[s.props.Source] != plan.sourceID:
-		return fmt.Sprintf("its content source is %q, the request's %q", row.User[s.props.Source], driver.Bounded(plan.sourceID))
+		return fmt.Sprintf("its content source is %q, the request's %q", row.User[s.props.Source], rules.Bounded(plan.sourceID))
 	case row.User[s.props.ParamsHash] != plan.params.hash:
 		return "it was created with other parameters"
 	}
@@ -73,8 +73,8 @@ func (s *Server) incompatibility(plan volumePlan, row zfs.Dataset) string {
 // its dataset name in one zfs list. It returns that volume, or the first
 // generation whose name is free (0 when none is).
 func (s *Server) findByName(ctx context.Context, plan volumePlan) (*zfs.Dataset, int, error) {
-	candidates := make([]string, 0, driver.MaxGenerations)
-	for generation := 1; generation <= driver.MaxGenerations; generation++ {
+	candidates := make([]string, 0, rules.MaxGenerations)
+	for generation := 1; generation <= rules.MaxGenerations; generation++ {
 		candidates = append(candidates, s.generationDataset(plan, generation))
 	}
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: candidates, Types: []zfs.Type{zfs.Filesystem, zfs.Volume},
@@ -92,9 +92,9 @@ func (s *Server) findByName(ctx context.Context, plan volumePlan) (*zfs.Dataset,
 				"dataset %s exists and is not managed by %s; it is left alone", row.Name, s.cfg.DriverName)
 		case s.owner.DeletedVolume(row):
 			continue
-		case driver.DecodeName(row.User[s.props.CSIName]) != plan.name:
+		case rules.DecodeName(row.User[s.props.CSIName]) != plan.name:
 			return nil, 0, status.Errorf(codes.AlreadyExists, "dataset %s already holds volume %q",
-				row.Name, driver.Bounded(driver.DecodeName(row.User[s.props.CSIName])))
+				row.Name, rules.Bounded(rules.DecodeName(row.User[s.props.CSIName])))
 		default:
 			return &row, 0, nil
 		}
@@ -125,9 +125,9 @@ func (s *Server) findInOtherParents(ctx context.Context, plan volumePlan) (*zfs.
 		return nil, err
 	}
 	for i := range rows {
-		if s.owner.LiveVolume(rows[i]) && driver.DecodeName(rows[i].User[s.props.CSIName]) == plan.name {
+		if s.owner.LiveVolume(rows[i]) && rules.DecodeName(rows[i].User[s.props.CSIName]) == plan.name {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists under another parent dataset, as %s",
-				driver.Bounded(plan.name), rows[i].Name)
+				rules.Bounded(plan.name), rows[i].Name)
 		}
 	}
 	return nil, nil

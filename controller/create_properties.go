@@ -1,7 +1,7 @@
 package controller
 
 import (
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -43,7 +43,7 @@ func (s *Server) volumeProperties(plan volumePlan, size uint64, fromSource bool)
 		properties[key] = value
 	}
 	properties[s.props.Managed] = "true"
-	properties[s.props.CSIName] = driver.EncodeName(plan.name)
+	properties[s.props.CSIName] = rules.EncodeName(plan.name)
 	properties[s.props.ParamsHash] = plan.params.hash
 	if plan.fsType != "" {
 		properties[s.props.FSType] = plan.fsType

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -32,7 +33,7 @@ import (
 
 // IncomingContainer is the child of a parent dataset that holds pulls under
 // way. Its name begins with '_', which no volume's component does
-// (driver.Namer starts every component with a letter or digit).
+// (rules.Namer starts every component with a letter or digit).
 const IncomingContainer = "_incoming"
 
 // pullAttempts bounds how often one pull reconnects after its stream broke
@@ -51,7 +52,7 @@ var pullBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second,
 // Without it (nil) a source on another node is RESOURCE_EXHAUSTED, as the
 // CO expects of a volume that cannot be made in this topology. Call before
 // serving.
-func (s *Server) UseTransfers(t driver.Transfers) { s.transfers = t }
+func (s *Server) UseTransfers(t forward.Transfers) { s.transfers = t }
 
 // incomingDataset is where the pull of a volume's dataset is received.
 func incomingDataset(dataset string) string {
@@ -124,7 +125,7 @@ func (s *Server) pullVolume(ctx context.Context, plan volumePlan, size uint64, l
 			s.removeIncoming(ctx, incomingDataset(dataset))
 			s.endRoundsQuietly(ctx, plan, dataset)
 			return status.Errorf(codes.Aborted, "the pull of %s was abandoned after %s without a call asking for it; a new call starts again",
-				driver.Bounded(plan.sourceID), s.pullIdle)
+				rules.Bounded(plan.sourceID), s.pullIdle)
 		}
 		made = row
 		if err != nil && status.Code(err) != codes.Aborted {
@@ -187,7 +188,7 @@ func (s *Server) pull(ctx context.Context, plan volumePlan, dataset string, size
 	if !plan.fromSnap {
 		return s.pullRounds(ctx, plan, incoming, dataset, size, properties, received)
 	}
-	if err := s.receive(ctx, plan, driver.TransferRequest{SnapshotID: plan.sourceID}, incoming, properties, received); err != nil {
+	if err := s.receive(ctx, plan, forward.TransferRequest{SnapshotID: plan.sourceID}, incoming, properties, received); err != nil {
 		return zfs.Dataset{}, err
 	}
 	return s.finishPull(ctx, plan, incoming, dataset, size)
@@ -210,7 +211,7 @@ func (s *Server) endRoundsQuietly(ctx context.Context, plan volumePlan, dataset 
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	sourceNode, _, err := driver.ParseVolumeID(plan.sourceID)
+	sourceNode, _, err := rules.ParseVolumeID(plan.sourceID)
 	if err != nil {
 		return
 	}

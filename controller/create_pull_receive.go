@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -23,7 +24,7 @@ import (
 
 // receive brings one snapshot's stream whole into incoming, reconnecting
 // (and resuming) when it breaks off.
-func (s *Server) receive(ctx context.Context, plan volumePlan, req driver.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) error {
+func (s *Server) receive(ctx context.Context, plan volumePlan, req forward.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) error {
 	for attempt := 0; ; attempt++ {
 		done, err := s.receiveOnce(ctx, plan, req, incoming, properties, received)
 		if done || err == nil {
@@ -43,7 +44,7 @@ func (s *Server) receive(ctx context.Context, plan volumePlan, req driver.Transf
 
 // receiveOnce runs one stream into incoming: from its resume token when an
 // earlier one was cut short. done says incoming was already whole.
-func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req driver.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) (done bool, err error) {
+func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req forward.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) (done bool, err error) {
 	token, err := s.zfs.ResumeToken(ctx, incoming)
 	switch {
 	case errors.Is(err, zfs.ErrNotFound):
@@ -91,7 +92,7 @@ func (s *Server) receiveOnce(ctx context.Context, plan volumePlan, req driver.Tr
 // receiveAfresh starts the stream of req anew after the partial receive a
 // token named was dropped: that token was of an earlier try's round (a
 // daemon killed mid-round), which this try does not take again.
-func (s *Server) receiveAfresh(ctx context.Context, plan volumePlan, req driver.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) (bool, error) {
+func (s *Server) receiveAfresh(ctx context.Context, plan volumePlan, req forward.TransferRequest, incoming string, properties map[string]string, received *atomic.Uint64) (bool, error) {
 	s.log.Info().Str("dataset", incoming).Str("source", req.SnapshotID).Msg("the partial receive was of another round; starting this one anew")
 	req.ResumeToken = ""
 	if token, err := s.zfs.ResumeToken(ctx, incoming); err == nil && token != "" {
@@ -104,11 +105,11 @@ func (s *Server) receiveAfresh(ctx context.Context, plan volumePlan, req driver.
 // zfs receive reads a byte of it: a substream (no properties, no other
 // datasets: ParseStreamBegin refuses a compound one) of the very snapshot
 // asked for, so that a peer cannot make this node receive anything else.
-func expectedStream(req driver.TransferRequest) func(zfs.StreamBegin) error {
-	_, dataset, snapshot, err := driver.ParseSnapshotID(req.SnapshotID)
+func expectedStream(req forward.TransferRequest) func(zfs.StreamBegin) error {
+	_, dataset, snapshot, err := rules.ParseSnapshotID(req.SnapshotID)
 	return func(begin zfs.StreamBegin) error {
 		if err != nil || begin.ToName != snapshot {
-			return fmt.Errorf("the peer sent a stream of %q for snapshot %q of %s", driver.Bounded(begin.ToName), driver.Bounded(req.SnapshotID), dataset)
+			return fmt.Errorf("the peer sent a stream of %q for snapshot %q of %s", rules.Bounded(begin.ToName), rules.Bounded(req.SnapshotID), dataset)
 		}
 		return nil
 	}
@@ -155,7 +156,7 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 	row, snapshots := rows[0], rows[1:]
 	if problem := pulledProblem(plan, row); problem != "" {
 		s.dropIncoming(ctx, incoming, false)
-		return zfs.Dataset{}, status.Errorf(codes.InvalidArgument, "the content source %q %s", driver.Bounded(plan.sourceID), problem)
+		return zfs.Dataset{}, status.Errorf(codes.InvalidArgument, "the content source %q %s", rules.Bounded(plan.sourceID), problem)
 	}
 	// The least a volume made from the source holds: a filesystem's data,
 	// a zvol's volsize (its referenced counts metadata too and may pass
@@ -172,7 +173,7 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 		// The source described itself smaller than what arrived holds.
 		s.dropIncoming(ctx, incoming, false)
 		return zfs.Dataset{}, status.Errorf(codes.OutOfRange, "the content source %q holds %d bytes, more than limit_bytes %d",
-			driver.Bounded(plan.sourceID), size, limit)
+			rules.Bounded(plan.sourceID), size, limit)
 	}
 	grow := sourceGrowth(plan, row.VolSize, size)
 	if !plan.zvol {

@@ -9,7 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -32,7 +33,7 @@ const (
 // pullRounds runs the next round (or finishes what the last one left).
 func (s *Server) pullRounds(ctx context.Context, plan volumePlan, incoming, dataset string, size uint64,
 	properties map[string]string, received *atomic.Uint64) (zfs.Dataset, error) {
-	sourceNode, sourceDataset, err := driver.ParseVolumeID(plan.sourceID)
+	sourceNode, sourceDataset, err := rules.ParseVolumeID(plan.sourceID)
 	if err != nil {
 		return zfs.Dataset{}, err
 	}
@@ -50,9 +51,9 @@ func (s *Server) pullRounds(ctx context.Context, plan volumePlan, incoming, data
 		if err != nil {
 			return zfs.Dataset{}, err
 		}
-		req := driver.TransferRequest{SnapshotID: taken[fieldSnapshot]}
+		req := forward.TransferRequest{SnapshotID: taken[fieldSnapshot]}
 		if len(rounds) > 0 {
-			req.FromSnapshotID = driver.SnapshotID(sourceNode, sourceDataset+"@"+rounds[len(rounds)-1])
+			req.FromSnapshotID = rules.SnapshotID(sourceNode, sourceDataset+"@"+rounds[len(rounds)-1])
 		}
 		before := received.Load()
 		if err := s.receive(ctx, plan, req, incoming, properties, received); err != nil {
@@ -60,7 +61,7 @@ func (s *Server) pullRounds(ctx context.Context, plan volumePlan, incoming, data
 		}
 		if plan.move == moveSync {
 			return zfs.Dataset{}, status.Errorf(codes.Aborted, "moving %s here: round %d received (%s); run the move again for another round, and with --final once the workload has stopped: that round makes the volume",
-				driver.Bounded(plan.sourceID), len(rounds)+1, zfs.FormatSize(received.Load()-before))
+				rules.Bounded(plan.sourceID), len(rounds)+1, zfs.FormatSize(received.Load()-before))
 		}
 		if pulledGUID, err = s.checkRound(ctx, incoming, req.SnapshotID, taken[fieldGUID]); err != nil {
 			return zfs.Dataset{}, err
@@ -96,7 +97,7 @@ func (s *Server) checkRound(ctx context.Context, incoming, snapshotID, guid stri
 		return "", err
 	}
 	if got := strconv.FormatUint(rows[0].GUID, 10); got != guid {
-		return "", status.Errorf(codes.Internal, "the round received as %s has GUID %s, the source's node took GUID %s", incoming, got, driver.Bounded(guid))
+		return "", status.Errorf(codes.Internal, "the round received as %s has GUID %s, the source's node took GUID %s", incoming, got, rules.Bounded(guid))
 	}
 	return guid, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -27,7 +27,7 @@ func TestCreateVolumeMakesWhatTheCapabilityAsksFor(t *testing.T) {
 				if row.Type != zfs.Filesystem || row.RefQuota != 5<<20 || row.RefReservation != 5<<20 {
 					t.Errorf("got %s refquota=%d refreservation=%d, want a filesystem with both 5 MiB", row.Type, row.RefQuota, row.RefReservation)
 				}
-				if volume.GetVolumeContext()[driver.ContextKind] != driver.KindDataset {
+				if volume.GetVolumeContext()[rules.ContextKind] != rules.KindDataset {
 					t.Errorf("volume context %v does not say dataset", volume.GetVolumeContext())
 				}
 			},
@@ -44,7 +44,7 @@ func TestCreateVolumeMakesWhatTheCapabilityAsksFor(t *testing.T) {
 		{
 			name: "an ext4 mount request makes a zvol that remembers its filesystem", capability: mountCapability("ext4"), size: 64 << 20,
 			check: func(t *testing.T, h *harness, row zfs.Dataset, volume *csi.Volume) {
-				if row.Type != zfs.Volume || row.User[h.props.FSType] != "ext4" || volume.GetVolumeContext()[driver.ContextFSType] != "ext4" {
+				if row.Type != zfs.Volume || row.User[h.props.FSType] != "ext4" || volume.GetVolumeContext()[rules.ContextFSType] != "ext4" {
 					t.Errorf("got %s with fstype property %q and context %v", row.Type, row.User[h.props.FSType], volume.GetVolumeContext())
 				}
 			},
@@ -304,14 +304,14 @@ func TestAnyValidNameMapsToADatasetUnderTheParent(t *testing.T) {
 		volume := h.create(createRequest(name, 1<<20, mountCapability("")))
 		id := volume.GetVolumeId()
 		dataset := datasetOf(t, id)
-		if len(id) > driver.MaxIDLength || !strings.HasPrefix(dataset, "tank/csi/") || strings.Count(dataset, "/") != 2 {
+		if len(id) > rules.MaxIDLength || !strings.HasPrefix(dataset, "tank/csi/") || strings.Count(dataset, "/") != 2 {
 			t.Errorf("name %q became ID %q (%d bytes)", name, id, len(id))
 		}
 		if got := h.dataset(dataset).User[h.props.CSIName]; got != name || !utf8.ValidString(got) {
 			t.Errorf("name %q is kept as %q", name, got)
 		}
 		snapshot := h.snapshot(name, id)
-		if len(snapshot.GetSnapshotId()) > driver.MaxIDLength {
+		if len(snapshot.GetSnapshotId()) > rules.MaxIDLength {
 			t.Errorf("snapshot ID %q is %d bytes", snapshot.GetSnapshotId(), len(snapshot.GetSnapshotId()))
 		}
 	}

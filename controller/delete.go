@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -55,11 +55,11 @@ func (s *Server) planDelete(req *csi.DeleteVolumeRequest) (plan deletePlan, ours
 		return plan, false, invalid("volume_id is required")
 	}
 	dataset, err := s.volumeDataset(req.GetVolumeId())
-	var foreign *driver.ForeignNodeError
+	var foreign *rules.ForeignNodeError
 	if errors.As(err, &foreign) {
 		// Answering OK would make the CO forget a volume that still exists
 		// on its node; the CO must ask that node.
-		return plan, false, status.Errorf(codes.FailedPrecondition, "volume %q: %v", driver.Bounded(req.GetVolumeId()), err)
+		return plan, false, status.Errorf(codes.FailedPrecondition, "volume %q: %v", rules.Bounded(req.GetVolumeId()), err)
 	}
 	if err != nil {
 		return plan, false, nil
@@ -84,7 +84,7 @@ func (s *Server) removeVolume(ctx context.Context, plan deletePlan) (*csi.Delete
 		return &csi.DeleteVolumeResponse{}, s.forgetRetained(ctx, plan.dataset)
 	case result.Outcome == zfs.Blocked:
 		// Nothing was destroyed; an operator must act before a retry can.
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", driver.Bounded(plan.volumeID), result.Reason)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q cannot be deleted: %s", rules.Bounded(plan.volumeID), result.Reason)
 	case result.Outcome == zfs.Done:
 		if result.OriginMarked {
 			// A clone's going can free what the reaper waits for: its

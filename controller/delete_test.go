@@ -9,7 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -70,7 +70,7 @@ func TestVolumesFromContentSources(t *testing.T) {
 		source := h.create(createRequest("src", 1<<30, mountCapability("")))
 		clone := h.create(fromVolume(createRequest("clone", 1<<30, mountCapability("")), source.GetVolumeId()))
 		origin := h.dataset(datasetOf(t, clone.GetVolumeId())).Origin
-		if !strings.HasPrefix(origin, datasetOf(t, source.GetVolumeId())+"@"+driver.InternalSnapshotPrefix) || !h.dataset(origin).DeferDestroy {
+		if !strings.HasPrefix(origin, datasetOf(t, source.GetVolumeId())+"@"+rules.InternalSnapshotPrefix) || !h.dataset(origin).DeferDestroy {
 			t.Fatalf("origin %q is not a deferred internal snapshot", origin)
 		}
 		if snapshots := h.listSnapshotIDs(&csi.ListSnapshotsRequest{}); len(snapshots) != 0 {

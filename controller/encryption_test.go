@@ -8,7 +8,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 const passphrase = "correct horse battery staple"
@@ -30,7 +30,7 @@ func TestEncryptedVolumesTakeTheirKeyFromTheSecretsOnly(t *testing.T) {
 		return response.GetVolume(), err
 	}
 	h.fake.ResetCalls()
-	fs, err := create(encrypted(createRequest("fs", 1<<30, mountCapability("")), map[string]string{driver.SecretPassphrase: passphrase}))
+	fs, err := create(encrypted(createRequest("fs", 1<<30, mountCapability("")), map[string]string{rules.SecretPassphrase: passphrase}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestEncryptedVolumesTakeTheirKeyFromTheSecretsOnly(t *testing.T) {
 		t.Errorf("the dataset's key is %q", h.fake.Key(dataset))
 	}
 	hexKey := strings.Repeat("0f", 32)
-	zvol, err := create(encrypted(createRequest("blk", 1<<30, blockCapability()), map[string]string{driver.SecretHexKey: hexKey}))
+	zvol, err := create(encrypted(createRequest("blk", 1<<30, blockCapability()), map[string]string{rules.SecretHexKey: hexKey}))
 	if err != nil || string(h.fake.Key(datasetOf(t, zvol.GetVolumeId()))) != hexKey {
 		t.Fatalf("a hex key: %v, %v", zvol, err)
 	}
@@ -52,9 +52,9 @@ func TestEncryptedVolumesTakeTheirKeyFromTheSecretsOnly(t *testing.T) {
 		secrets map[string]string
 	}{
 		{"no key", nil},
-		{"a passphrase too short", map[string]string{driver.SecretPassphrase: "short"}},
-		{"a hex key that is not", map[string]string{driver.SecretHexKey: "zz-not-hex-zz"}},
-		{"both", map[string]string{driver.SecretPassphrase: passphrase, driver.SecretHexKey: hexKey}},
+		{"a passphrase too short", map[string]string{rules.SecretPassphrase: "short"}},
+		{"a hex key that is not", map[string]string{rules.SecretHexKey: "zz-not-hex-zz"}},
+		{"both", map[string]string{rules.SecretPassphrase: passphrase, rules.SecretHexKey: hexKey}},
 	} {
 		if _, err := create(encrypted(createRequest("bad-"+strings.ReplaceAll(test.name, " ", "-"), 1<<30, mountCapability("")), test.secrets)); code(err) != codes.InvalidArgument {
 			t.Errorf("%s: got %v, want InvalidArgument", test.name, err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -33,7 +33,7 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	// The same rule as ValidateVolumeCapabilities and NodeStage answer by.
 	if capability := req.GetVolumeCapability(); capability != nil {
 		if problem := s.capabilityMismatch(row, capability); problem != "" {
-			return nil, invalid("volume %q: %s", driver.Bounded(req.GetVolumeId()), problem)
+			return nil, invalid("volume %q: %s", rules.Bounded(req.GetVolumeId()), problem)
 		}
 	}
 	current := capacity(row)
@@ -51,7 +51,7 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 			return nil, err
 		}
 	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: driver.SizeBytes(size), NodeExpansionRequired: nodeExpansion}, nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: rules.SizeBytes(size), NodeExpansionRequired: nodeExpansion}, nil
 }
 
 // resizeProperties are the properties that give a volume a new size; a thick

@@ -8,7 +8,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -23,8 +23,8 @@ func FuzzParseCreateParams(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], false)
 	}
-	cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi", "tank/other"}}
-	props := driver.NewUserProps(cfg.DriverName)
+	cfg := rules.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi", "tank/other"}}
+	props := rules.NewUserProps(cfg.DriverName)
 	f.Fuzz(func(t *testing.T, key, value string, zvol bool) {
 		params, err := parseCreateParams(cfg, props, map[string]string{key: value}, nil, zvol)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -54,15 +54,15 @@ func (g *GroupServer) GroupControllerGetCapabilities(ctx context.Context, _ *csi
 // idempotency and all the snapshots in one transaction group.
 func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
 	s := g.s
-	if problem := driver.SpecNameProblem(req.GetName()); problem != "" {
+	if problem := rules.SpecNameProblem(req.GetName()); problem != "" {
 		return nil, invalid("%s", problem)
 	}
 	// Stored as every CSI name is (a TAB or a newline would break zfs list
 	// -H): the group mark, and the start of each member's name.
-	stored := driver.EncodeName(req.GetName())
+	stored := rules.EncodeName(req.GetName())
 	for key := range req.GetParameters() {
 		if !strings.HasPrefix(key, kubernetesPrefix) {
-			return nil, invalid("unknown group snapshot parameter %q: group snapshots take none", driver.Bounded(key))
+			return nil, invalid("unknown group snapshot parameter %q: group snapshots take none", rules.Bounded(key))
 		}
 	}
 	datasets, err := s.groupSources(req.GetSourceVolumeIds())
@@ -105,17 +105,17 @@ func (g *GroupServer) CreateVolumeGroupSnapshot(ctx context.Context, req *csi.Cr
 		return nil, status.Errorf(codes.NotFound, "a source volume does not exist: %v", err)
 	case errors.Is(err, zfs.ErrExists):
 		return nil, status.Errorf(codes.AlreadyExists, "a snapshot of the group's name exists and is no member of group snapshot %q; it is left alone: %v",
-			driver.Bounded(req.GetName()), err)
+			rules.Bounded(req.GetName()), err)
 	case err != nil:
 		return nil, err
 	}
 	switch result.Outcome {
 	case zfs.NotOwned:
-		return nil, volumeNotFound(driver.VolumeID(s.cfg.NodeID, result.At), zfs.ErrNotFound)
+		return nil, volumeNotFound(rules.VolumeID(s.cfg.NodeID, result.At), zfs.ErrNotFound)
 	case zfs.Taken:
-		return nil, status.Errorf(codes.AlreadyExists, "group snapshot %q already exists, of other volumes (%s)", driver.Bounded(req.GetName()), result.At)
+		return nil, status.Errorf(codes.AlreadyExists, "group snapshot %q already exists, of other volumes (%s)", rules.Bounded(req.GetName()), result.At)
 	}
-	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: driver.GroupSnapshotID(s.cfg.NodeID, pool, snapshot), ReadyToUse: true}
+	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: rules.GroupSnapshotID(s.cfg.NodeID, pool, snapshot), ReadyToUse: true}
 	for i, member := range result.Members {
 		s.snapshots.add(stored+"/"+datasets[i], member.Name)
 		rendered := s.csiSnapshot(member)
@@ -169,7 +169,7 @@ func (s *Server) groupSources(volumeIDs []string) ([]string, error) {
 	}
 	nodes := map[string]bool{}
 	for _, volumeID := range volumeIDs {
-		if nodeID, _, err := driver.ParseVolumeID(volumeID); err == nil {
+		if nodeID, _, err := rules.ParseVolumeID(volumeID); err == nil {
 			nodes[nodeID] = true
 		}
 	}
@@ -185,12 +185,12 @@ func (s *Server) groupSources(volumeIDs []string) ([]string, error) {
 			return nil, volumeNotFound(volumeID, err)
 		}
 		if slices.Contains(datasets, dataset) {
-			return nil, invalid("source_volume_ids names %q twice", driver.Bounded(volumeID))
+			return nil, invalid("source_volume_ids names %q twice", rules.Bounded(volumeID))
 		}
 		if len(datasets) > 0 && zfs.PoolOf(dataset) != zfs.PoolOf(datasets[0]) {
 			return nil, status.Errorf(codes.FailedPrecondition,
 				"%s and %s are in different pools (%s, %s): ZFS snapshots volumes together only within one pool",
-				driver.Bounded(volumeIDs[0]), driver.Bounded(volumeID), zfs.PoolOf(datasets[0]), zfs.PoolOf(dataset))
+				rules.Bounded(volumeIDs[0]), rules.Bounded(volumeID), zfs.PoolOf(datasets[0]), zfs.PoolOf(dataset))
 		}
 		datasets = append(datasets, dataset)
 	}
@@ -207,7 +207,7 @@ func (g *GroupServer) GetVolumeGroupSnapshot(ctx context.Context, req *csi.GetVo
 		return nil, err
 	}
 	if len(read.live) == 0 || read.count > 0 && len(read.live) != read.count {
-		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist (%d of its members are left)", driver.Bounded(read.id), len(read.live))
+		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist (%d of its members are left)", rules.Bounded(read.id), len(read.live))
 	}
 	group := &csi.VolumeGroupSnapshot{GroupSnapshotId: read.id, ReadyToUse: true, CreationTime: timestamppb.New(read.live[0].Creation)}
 	for _, member := range read.live {
@@ -226,9 +226,9 @@ func (g *GroupServer) GetVolumeGroupSnapshot(ctx context.Context, req *csi.GetVo
 // member that fails does not stop the others; the first error is the answer.
 func (g *GroupServer) DeleteVolumeGroupSnapshot(ctx context.Context, req *csi.DeleteVolumeGroupSnapshotRequest) (*csi.DeleteVolumeGroupSnapshotResponse, error) {
 	s := g.s
-	var foreign *driver.ForeignNodeError
+	var foreign *rules.ForeignNodeError
 	if _, _, err := s.cfg.GroupSnapshot(req.GetGroupSnapshotId()); errors.As(err, &foreign) {
-		return nil, status.Errorf(codes.FailedPrecondition, "group snapshot %q: %v", driver.Bounded(req.GetGroupSnapshotId()), markOtherNode(err))
+		return nil, status.Errorf(codes.FailedPrecondition, "group snapshot %q: %v", rules.Bounded(req.GetGroupSnapshotId()), markOtherNode(err))
 	}
 	read, err := s.readGroup(ctx, req.GetGroupSnapshotId(), req.GetSnapshotIds())
 	if status.Code(err) == codes.NotFound {
@@ -290,19 +290,19 @@ func (s *Server) readGroup(ctx context.Context, groupID string, snapshotIDs []st
 	}
 	pool, component, err := s.cfg.GroupSnapshot(groupID)
 	if err != nil {
-		return groupRead{}, status.Errorf(codes.NotFound, "group snapshot %q does not exist here: %v", driver.Bounded(groupID), markOtherNode(err))
+		return groupRead{}, status.Errorf(codes.NotFound, "group snapshot %q does not exist here: %v", rules.Bounded(groupID), markOtherNode(err))
 	}
 	mismatch := func(format string, args ...any) error {
-		return invalid("snapshot_ids do not match group snapshot %q: %s", driver.Bounded(groupID), fmt.Sprintf(format, args...))
+		return invalid("snapshot_ids do not match group snapshot %q: %s", rules.Bounded(groupID), fmt.Sprintf(format, args...))
 	}
 	var names []string
 	for _, id := range snapshotIDs {
 		snapshot, dataset, err := s.cfg.SnapshotName(id)
 		switch {
 		case err != nil || zfs.PoolOf(dataset) != pool || !strings.HasSuffix(snapshot, "@"+component):
-			return groupRead{}, mismatch("%q is no member", driver.Bounded(id))
+			return groupRead{}, mismatch("%q is no member", rules.Bounded(id))
 		case slices.Contains(names, snapshot):
-			return groupRead{}, mismatch("%q is named twice", driver.Bounded(id))
+			return groupRead{}, mismatch("%q is named twice", rules.Bounded(id))
 		}
 		names = append(names, snapshot)
 	}
@@ -381,12 +381,12 @@ func (s *Server) groupOf(row zfs.Dataset) string {
 		return ""
 	}
 	dataset, snapshot, _ := strings.Cut(row.Name, "@")
-	return driver.GroupSnapshotID(s.cfg.NodeID, zfs.PoolOf(dataset), snapshot)
+	return rules.GroupSnapshotID(s.cfg.NodeID, zfs.PoolOf(dataset), snapshot)
 }
 
 // memberRefused is DeleteSnapshot's answer for a group's member.
 func memberRefused(snapshotID, groupID string) error {
 	return status.Error(codes.InvalidArgument, fmt.Sprintf(
 		"snapshot %q is part of group snapshot %q and cannot be deleted alone: delete the group with DeleteVolumeGroupSnapshot",
-		driver.Bounded(snapshotID), groupID))
+		rules.Bounded(snapshotID), groupID))
 }

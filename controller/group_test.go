@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -146,7 +146,7 @@ func TestGroupSnapshotRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		server, err := New(driver.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi", "fast/csi"}}, fake, zerolog.Nop())
+		server, err := New(rules.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi", "fast/csi"}}, fake, zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -23,7 +24,7 @@ type harness struct {
 	t      *testing.T
 	fake   *zfstest.Fake
 	server *Server
-	props  driver.UserProps
+	props  rules.UserProps
 }
 
 func newHarness(t *testing.T, parents ...string) *harness {
@@ -37,17 +38,17 @@ func newHarness(t *testing.T, parents ...string) *harness {
 			t.Fatal(err)
 		}
 	}
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: parents}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: parents}
 	server, err := New(cfg, fake, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fake.ResetCalls()
-	return &harness{t: t, fake: fake, server: server, props: driver.NewUserProps(cfg.DriverName)}
+	return &harness{t: t, fake: fake, server: server, props: rules.NewUserProps(cfg.DriverName)}
 }
 
 // code is the gRPC code a handler's error gets from the server's interceptor.
-func code(err error) codes.Code { return status.Code(driver.Status(err)) }
+func code(err error) codes.Code { return status.Code(rpc.Status(err)) }
 
 func mountCapability(fsType string) *csi.VolumeCapability {
 	return &csi.VolumeCapability{
@@ -116,7 +117,7 @@ func (h *harness) dataset(name string) zfs.Dataset {
 // datasetOf is the dataset a volume ID names.
 func datasetOf(t *testing.T, volumeID string) string {
 	t.Helper()
-	_, dataset, err := driver.ParseVolumeID(volumeID)
+	_, dataset, err := rules.ParseVolumeID(volumeID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -23,7 +23,7 @@ func (s *Server) poolHealth(ctx context.Context, pool string) (zfs.PoolStatus, [
 	} else if err != nil {
 		return zfs.PoolStatus{}, nil, err
 	}
-	return poolStatus, driver.PoolVolumeHealth(poolStatus), nil
+	return poolStatus, rules.PoolVolumeHealth(poolStatus), nil
 }
 
 // ControllerGetVolumeHealth implements csi.ControllerServer: the volume's
@@ -42,7 +42,7 @@ func (s *Server) ControllerGetVolumeHealth(ctx context.Context, req *csi.Control
 	if err != nil {
 		return nil, err
 	}
-	if driver.PoolReachable(poolStatus) {
+	if rules.PoolReachable(poolStatus) {
 		row, err := zfs.Get(ctx, s.zfs, dataset, s.props.All())
 		switch {
 		case errors.Is(err, zfs.ErrNotFound):
@@ -72,7 +72,7 @@ func (s *Server) ControllerListVolumeHealth(ctx context.Context, req *csi.Contro
 	if token := req.GetStartingToken(); token != "" {
 		offset, err := strconv.Atoi(token)
 		if err != nil || offset < 0 {
-			return nil, status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", driver.Bounded(token))
+			return nil, status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", rules.Bounded(token))
 		}
 		start = offset
 	}
@@ -103,7 +103,7 @@ func (s *Server) ControllerListVolumeHealth(ctx context.Context, req *csi.Contro
 		}
 		for _, row := range rows {
 			if s.owner.LiveVolume(row) {
-				all = append(all, &csi.VolumeHealth{VolumeId: driver.VolumeID(s.cfg.NodeID, row.Name), HealthStatuses: byPool[zfs.PoolOf(row.Name)]})
+				all = append(all, &csi.VolumeHealth{VolumeId: rules.VolumeID(s.cfg.NodeID, row.Name), HealthStatuses: byPool[zfs.PoolOf(row.Name)]})
 			}
 		}
 	}
@@ -117,7 +117,7 @@ func (s *Server) ControllerListVolumeHealth(ctx context.Context, req *csi.Contro
 		return 0
 	})
 	if start > len(all) {
-		return nil, status.Errorf(codes.Aborted, "starting_token %q is past the %d entries", driver.Bounded(req.GetStartingToken()), len(all))
+		return nil, status.Errorf(codes.Aborted, "starting_token %q is past the %d entries", rules.Bounded(req.GetStartingToken()), len(all))
 	}
 	page := all[start:]
 	response := &csi.ControllerListVolumeHealthResponse{}

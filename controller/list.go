@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -156,12 +156,12 @@ func (s *Server) checkToken(token string, maxEntries int32, snapshots bool) erro
 	var nodeID string
 	var err error
 	if snapshots {
-		nodeID, _, _, err = driver.ParseSnapshotID(token)
+		nodeID, _, _, err = rules.ParseSnapshotID(token)
 	} else {
-		nodeID, _, err = driver.ParseVolumeID(token)
+		nodeID, _, err = rules.ParseVolumeID(token)
 	}
 	if err != nil || nodeID != s.cfg.NodeID {
-		return status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", driver.Bounded(token))
+		return status.Errorf(codes.Aborted, "starting_token %q was not issued by this plugin", rules.Bounded(token))
 	}
 	return nil
 }

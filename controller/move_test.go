@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -45,7 +46,7 @@ func TestAStaleRoundSnapshotNeverStandsForTheFinalRound(t *testing.T) {
 	if _, err := peer.server.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "zfs-csi-pull-node-a-pvc-m-2", SourceVolumeId: "node-b:tank/csi/src"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := peer.fake.Snapshot(ctx, "tank/csi/src@"+driver.InternalSnapshotPrefix+"pull-0000000000000000",
+	if err := peer.fake.Snapshot(ctx, "tank/csi/src@"+rules.InternalSnapshotPrefix+"pull-0000000000000000",
 		map[string]string{h.props.Internal: "true", h.props.PullFor: testNode + ":tank/csi/pvc-m"}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestAWriteAfterTheFinalRoundKeepsTheSource(t *testing.T) {
 	h := newHarness(t)
 	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
 	peer.server.cfg.AllowMoves = true
-	ctx := driver.WithPeerCaller(context.Background(), testNode)
+	ctx := forward.WithPeerCaller(context.Background(), testNode)
 	puller := map[string]string{fieldSource: "node-b:tank/csi/src", fieldPuller: "tank/csi/pvc-m"}
 	taken, err := peer.server.takeRound(ctx, pullsFields{fieldSource: puller[fieldSource], fieldPuller: puller[fieldPuller], fieldFinal: "true"})
 	if err != nil {
@@ -307,7 +308,7 @@ func TestAFinalRoundAfterAnEarlierTrysCutRoundStartsItsOwnAnew(t *testing.T) {
 	if err := peer.fake.Write("tank/csi/src", 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	earlier := "tank/csi/src@" + driver.InternalSnapshotPrefix + "pull-00000000000000aa"
+	earlier := "tank/csi/src@" + rules.InternalSnapshotPrefix + "pull-00000000000000aa"
 	if err := peer.fake.Snapshot(ctx, earlier, map[string]string{h.props.Internal: "true", h.props.PullFor: testNode + ":tank/csi/pvc-m"}); err != nil {
 		t.Fatal(err)
 	}

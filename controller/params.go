@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -53,7 +53,7 @@ var settableProperties = map[string]propertyRule{
 }
 
 // poolProperties spend what every volume of a pool shares, so a volume may
-// set them only where the operator allows it (driver.Config's
+// set them only where the operator allows it (rules.Config's
 // AllowedPoolProperties, the daemon's --allow-pool-properties). Each comes
 // with the value that spends nothing beyond ZFS's default: that one is open
 // to every volume, so turning one of them off never needs the operator.
@@ -80,7 +80,7 @@ var poolProperties = map[string]struct{ harmless, spends string }{
 }
 
 // PoolPropertyNames are the properties an operator can allow volumes to set
-// (driver.Config's AllowedPoolProperties), sorted.
+// (rules.Config's AllowedPoolProperties), sorted.
 func PoolPropertyNames() []string {
 	names := make([]string, 0, len(poolProperties))
 	for name := range poolProperties {
@@ -152,18 +152,18 @@ func invalid(format string, args ...any) error {
 // the volume's kind, the driver's own properties, and the pool-wide ones the
 // operator allows.
 type propertyPolicy struct {
-	props   driver.UserProps
-	allowed []string // driver.Config's AllowedPoolProperties
+	props   rules.UserProps
+	allowed []string // rules.Config's AllowedPoolProperties
 	zvol    bool
 }
 
-func newPropertyPolicy(cfg driver.Config, props driver.UserProps, zvol bool) propertyPolicy {
+func newPropertyPolicy(cfg rules.Config, props rules.UserProps, zvol bool) propertyPolicy {
 	return propertyPolicy{props: props, allowed: cfg.AllowedPoolProperties, zvol: zvol}
 }
 
 // parseCreateParams validates parameters and mutable_parameters for a volume
 // that will be a zvol or not.
-func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mutable map[string]string, zvol bool) (createParams, error) {
+func parseCreateParams(cfg rules.Config, props rules.UserProps, parameters, mutable map[string]string, zvol bool) (createParams, error) {
 	p := createParams{parent: cfg.ParentDatasets[0], properties: map[string]string{}, metadata: map[string]string{}}
 	policy := newPropertyPolicy(cfg, props, zvol)
 	for key, value := range parameters {
@@ -171,13 +171,13 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 		switch {
 		case key == ParamParentDataset:
 			if !cfg.IsParent(value) {
-				err = invalid("parameter %s=%q is not one of the allowed parent datasets %v", key, driver.Bounded(value), cfg.ParentDatasets)
+				err = invalid("parameter %s=%q is not one of the allowed parent datasets %v", key, rules.Bounded(value), cfg.ParentDatasets)
 			}
 			p.parent = value
 		case key == ParamThin:
 			p.thin, err = strconv.ParseBool(value)
 			if err != nil {
-				err = invalid("parameter %s=%q must be true or false", key, driver.Bounded(value))
+				err = invalid("parameter %s=%q must be true or false", key, rules.Bounded(value))
 			}
 		case key == ParamVolBlockSize:
 			p.volBlockSize, err = parseVolBlockSize(value, zvol)
@@ -189,12 +189,12 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 				// never a parameter any CO caller can set.
 				err = invalid("parameter %s=%s: moves are not a CSI parameter; the operator moves a volume with `zfs-csi ctl move-volume` on the node it moves to, where moves are enabled (--allow-moves)", key, value)
 			default:
-				err = invalid("parameter %s=%q must be clone or copy", key, driver.Bounded(value))
+				err = invalid("parameter %s=%q must be clone or copy", key, rules.Bounded(value))
 			}
 			p.copySource = value == "copy"
 		case key == ParamEncryption:
 			if !encryptionValues[value] {
-				err = invalid("parameter %s=%q must be on, off or one of aes-128-ccm, aes-192-ccm, aes-256-ccm, aes-128-gcm, aes-192-gcm, aes-256-gcm", key, driver.Bounded(value))
+				err = invalid("parameter %s=%q must be on, off or one of aes-128-ccm, aes-192-ccm, aes-256-ccm, aes-128-gcm, aes-192-gcm, aes-256-gcm", key, rules.Bounded(value))
 			}
 			if value != "off" {
 				p.encryption = value
@@ -207,7 +207,7 @@ func parseCreateParams(cfg driver.Config, props driver.UserProps, parameters, mu
 			}
 		default:
 			err = invalid("unknown parameter %q (known: %s, %s, %s, %s and %s<property>)",
-				driver.Bounded(key), ParamParentDataset, ParamThin, ParamVolBlockSize, ParamSourceMode+", "+ParamEncryption, PropertyPrefix)
+				rules.Bounded(key), ParamParentDataset, ParamThin, ParamVolBlockSize, ParamSourceMode+", "+ParamEncryption, PropertyPrefix)
 		}
 		if err != nil {
 			return createParams{}, err
@@ -241,7 +241,7 @@ func addMutable(properties map[string]string, policy propertyPolicy, mutable map
 	for key, value := range mutable {
 		property, ok := strings.CutPrefix(key, PropertyPrefix)
 		if !ok {
-			return invalid("unknown mutable parameter %q: only %s<property> can change", driver.Bounded(key), PropertyPrefix)
+			return invalid("unknown mutable parameter %q: only %s<property> can change", rules.Bounded(key), PropertyPrefix)
 		}
 		if err := addProperty(properties, policy, property, value, true); err != nil {
 			return err
@@ -253,14 +253,14 @@ func addMutable(properties map[string]string, policy propertyPolicy, mutable map
 // addProperty validates one ZFS property request and adds it to properties.
 func addProperty(properties map[string]string, policy propertyPolicy, name, value string, mustBeMutable bool) error {
 	if strings.ContainsAny(value, "\t\n\x00") || len(value) > 8191 {
-		return invalid("property %s: the value must be at most 8191 bytes without tabs, newlines or NUL", driver.Bounded(name))
+		return invalid("property %s: the value must be at most 8191 bytes without tabs, newlines or NUL", rules.Bounded(name))
 	}
 	if strings.Contains(name, ":") {
 		if policy.props.Owns(name) {
-			return invalid("property %s belongs to the driver and cannot be set", driver.Bounded(name))
+			return invalid("property %s belongs to the driver and cannot be set", rules.Bounded(name))
 		}
 		if !validUserProperty(name) {
-			return invalid("user property %q must be lower case letters, digits and ':+._-', with a ':', at most 256 bytes", driver.Bounded(name))
+			return invalid("user property %q must be lower case letters, digits and ':+._-', with a ':', at most 256 bytes", rules.Bounded(name))
 		}
 		properties[name] = value
 		return nil
@@ -271,7 +271,7 @@ func addProperty(properties map[string]string, policy propertyPolicy, name, valu
 	rule, known := settableProperties[name]
 	switch {
 	case !known:
-		return invalid("%q is not a ZFS property that can be set on a volume", driver.Bounded(name))
+		return invalid("%q is not a ZFS property that can be set on a volume", rules.Bounded(name))
 	case policy.zvol && !rule.volume:
 		return invalid("property %s applies to filesystems, not to zvols", name)
 	case !policy.zvol && !rule.filesystem:
@@ -283,7 +283,7 @@ func addProperty(properties map[string]string, policy propertyPolicy, name, valu
 	}
 	if pool, spends := poolProperties[name]; spends && value != pool.harmless && !slices.Contains(policy.allowed, name) {
 		return invalid("property %s=%s is the operator's to allow: %s; the daemon accepts it with --%s=%s (%s), %s=%s is always accepted",
-			name, driver.Bounded(value), pool.spends, AllowPoolPropertiesFlag, name, AllowPoolPropertiesEnv, name, pool.harmless)
+			name, rules.Bounded(value), pool.spends, AllowPoolPropertiesFlag, name, AllowPoolPropertiesEnv, name, pool.harmless)
 	}
 	properties[name] = value
 	return nil
@@ -307,7 +307,7 @@ func parseVolBlockSize(value string, zvol bool) (uint64, error) {
 	}
 	size, err := zfs.ParseSize(value)
 	if err != nil || size < 512 || size > 128<<10 || size&(size-1) != 0 {
-		return 0, invalid("parameter %s=%q must be a power of two from 512 to 128K", ParamVolBlockSize, driver.Bounded(value))
+		return 0, invalid("parameter %s=%q must be a power of two from 512 to 128K", ParamVolBlockSize, rules.Bounded(value))
 	}
 	return size, nil
 }
@@ -315,7 +315,7 @@ func parseVolBlockSize(value string, zvol bool) (uint64, error) {
 // metadataProperty maps the CO metadata external-provisioner passes
 // (--extra-create-metadata) to the user property keeping it; other
 // csi.storage.k8s.io/ keys are the provisioner's own and are ignored.
-func metadataProperty(props driver.UserProps, key string) string {
+func metadataProperty(props rules.UserProps, key string) string {
 	switch strings.TrimPrefix(key, kubernetesPrefix) {
 	case "pvc/name":
 		return props.PVCName

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // TestPoolPropertiesAreTheOperatorsToAllow runs one table through the three
@@ -38,8 +38,8 @@ func TestPoolPropertiesAreTheOperatorsToAllow(t *testing.T) {
 		{"sync=always needs no allowance", nil, "sync", "always", false, false},
 	}
 	for _, test := range tests {
-		cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi"}, AllowedPoolProperties: test.allowed}
-		props := driver.NewUserProps(cfg.DriverName)
+		cfg := rules.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi"}, AllowedPoolProperties: test.allowed}
+		props := rules.NewUserProps(cfg.DriverName)
 		request := map[string]string{PropertyPrefix + test.property: test.value}
 		ways := map[string]func() (map[string]string, error){
 			"parameters": func() (map[string]string, error) {
@@ -93,7 +93,7 @@ func TestAnAllowanceNamesOnlyPoolProperties(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), "--"+AllowPoolPropertiesFlag) {
 				t.Errorf("the error does not name the option: %v", err)
 			}
-			cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi"}, AllowedPoolProperties: test.allowed}
+			cfg := rules.Config{DriverName: "zfs.csi.dev", NodeID: testNode, ParentDatasets: []string{"tank/csi"}, AllowedPoolProperties: test.allowed}
 			if _, err := New(cfg, nil, zerolog.Nop()); (err != nil) != test.wantErr {
 				t.Errorf("New = %v, want an error: %t", err, test.wantErr)
 			}

@@ -14,7 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -50,7 +51,7 @@ const (
 	fieldCrypt    = "encrypted"
 )
 
-// PullsServiceDesc is registered on the peer server (driver.RegisterPeerOnly).
+// PullsServiceDesc is registered on the peer server (forward.RegisterPeerOnly).
 var PullsServiceDesc = grpc.ServiceDesc{
 	ServiceName: PullsService,
 	HandlerType: (*any)(nil),
@@ -106,7 +107,7 @@ func stringFields(request *structpb.Struct) (pullsFields, error) {
 	for name, value := range request.GetFields() {
 		text, ok := value.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("field %q is not a string", driver.Bounded(name))
+			return nil, fmt.Errorf("field %q is not a string", rules.Bounded(name))
 		}
 		fields[name] = text.StringValue
 	}
@@ -151,11 +152,11 @@ func (s *Server) describeSource(ctx context.Context, fields pullsFields) (map[st
 func remoteSource(fields pullsFields) (*source, error) {
 	size, err := strconv.ParseUint(fields[fieldSize], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("the source's node sent size %q", driver.Bounded(fields[fieldSize]))
+		return nil, fmt.Errorf("the source's node sent size %q", rules.Bounded(fields[fieldSize]))
 	}
 	block, err := strconv.ParseUint(fields[fieldBlock], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("the source's node sent block size %q", driver.Bounded(fields[fieldBlock]))
+		return nil, fmt.Errorf("the source's node sent block size %q", rules.Bounded(fields[fieldBlock]))
 	}
 	return &source{zvol: fields.flag(fieldZvol), fsType: fields[fieldFSType], size: size, blockSize: block,
 		encrypted: fields.flag(fieldCrypt)}, nil
@@ -164,7 +165,7 @@ func remoteSource(fields pullsFields) (*source, error) {
 // pullerOf is the value of the PullFor mark for the calling node's pull
 // into puller.
 func pullerOf(ctx context.Context, puller string) (string, error) {
-	caller, ok := driver.PeerCaller(ctx)
+	caller, ok := forward.PeerCaller(ctx)
 	if !ok || puller == "" || strings.ContainsAny(puller, "\t\n") {
 		return "", status.Errorf(codes.InvalidArgument, "a round needs a calling node and the dataset it pulls into")
 	}
@@ -199,7 +200,7 @@ func (s *Server) takeRound(ctx context.Context, fields pullsFields) (map[string]
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	snapshot := row.Name + "@" + driver.InternalSnapshotPrefix + "pull-" + hex.EncodeToString(nonce)
+	snapshot := row.Name + "@" + rules.InternalSnapshotPrefix + "pull-" + hex.EncodeToString(nonce)
 	if err := s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.Internal: "true", s.props.PullFor: puller}); err != nil {
 		return nil, err
 	}
@@ -207,7 +208,7 @@ func (s *Server) takeRound(ctx context.Context, fields pullsFields) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{fieldSnapshot: driver.SnapshotID(s.cfg.NodeID, snapshot), fieldGUID: strconv.FormatUint(rows[0].GUID, 10)}, nil
+	return map[string]string{fieldSnapshot: rules.SnapshotID(s.cfg.NodeID, snapshot), fieldGUID: strconv.FormatUint(rows[0].GUID, 10)}, nil
 }
 
 // checkStopped refuses a move's final round while the volume is in use on
@@ -287,13 +288,13 @@ func (s *Server) deleteMoved(ctx context.Context, rows []zfs.Dataset, guid strin
 	}
 	switch {
 	case newest.Type != zfs.Snapshot || strconv.FormatUint(newest.GUID, 10) != guid:
-		return status.Errorf(codes.FailedPrecondition, "volume %s: its newest snapshot is not the final round received (GUID %s): run the final round again", volume.Name, driver.Bounded(guid))
+		return status.Errorf(codes.FailedPrecondition, "volume %s: its newest snapshot is not the final round received (GUID %s): run the final round again", volume.Name, rules.Bounded(guid))
 	case volume.Written > 0:
 		return status.Errorf(codes.FailedPrecondition, "volume %s: %d bytes were written after the final round: stop its workload and run the final round again", volume.Name, volume.Written)
 	}
 	if err := s.checkStopped(volume.Name); err != nil {
 		return err
 	}
-	_, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: driver.VolumeID(s.cfg.NodeID, volume.Name)})
+	_, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: rules.VolumeID(s.cfg.NodeID, volume.Name)})
 	return err
 }

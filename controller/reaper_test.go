@@ -13,7 +13,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -71,7 +71,7 @@ func TestAReaperPassReapsWhatIsDue(t *testing.T) {
 			dataset := datasetOf(t, source.GetVolumeId())
 			// What a daemon stopped between its clone and the deferred
 			// destroy leaves: the internal snapshot with its clone.
-			leftover := dataset + "@" + driver.InternalSnapshotPrefix + "clone"
+			leftover := dataset + "@" + rules.InternalSnapshotPrefix + "clone"
 			if err := h.fake.Snapshot(ctx, leftover, map[string]string{h.props.Internal: "true"}); err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestAReaperPassReapsWhatIsDue(t *testing.T) {
 func internalSnapshotsOf(h *harness, dataset string) []string {
 	var found []string
 	for _, name := range h.fake.Names() {
-		if strings.HasPrefix(name, dataset+"@"+driver.InternalSnapshotPrefix) {
+		if strings.HasPrefix(name, dataset+"@"+rules.InternalSnapshotPrefix) {
 			found = append(found, name)
 		}
 	}
@@ -233,7 +233,7 @@ func TestAReaperPassThatFailsKeepsWhatItWatches(t *testing.T) {
 func TestTheSweepRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
 	h := newHarness(t)
 	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "x"
+	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + rules.InternalSnapshotPrefix + "x"
 	if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestTheSweepRemovesAnInternalSnapshotWhoseCloneNeverCame(t *testing.T) {
 func TestTheSweepLeavesAPullsRoundToItsPull(t *testing.T) {
 	h := newHarness(t)
 	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-	round := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "pull-0123456789abcdef"
+	round := datasetOf(t, volume.GetVolumeId()) + "@" + rules.InternalSnapshotPrefix + "pull-0123456789abcdef"
 	if err := h.fake.Snapshot(context.Background(), round, map[string]string{h.props.Internal: "true", h.props.PullFor: "node-b:tank/csi/v"}); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestTheSweepLeavesAnInternalSnapshotWithACloneAlone(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "clone"
+	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + rules.InternalSnapshotPrefix + "clone"
 	if err := h.fake.Snapshot(ctx, leftover, map[string]string{h.props.Internal: "true"}); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestTheSweepLeavesAnInternalSnapshotWithACloneAlone(t *testing.T) {
 func TestTheReaperSweepsAtStartAndPassesWhenWoken(t *testing.T) {
 	h := newHarness(t)
 	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
-	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + driver.InternalSnapshotPrefix + "x"
+	leftover := datasetOf(t, volume.GetVolumeId()) + "@" + rules.InternalSnapshotPrefix + "x"
 	if err := h.fake.Snapshot(context.Background(), leftover, map[string]string{h.props.Internal: "true"}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -33,7 +35,7 @@ type peerNode struct {
 	server     *Server                  // node-b's controller
 	conn       grpc.ClientConnInterface // node-b's controller and its Pulls, as node-a reaches them
 	mu         sync.Mutex
-	requests   []driver.TransferRequest
+	requests   []forward.TransferRequest
 	breakAfter int
 	stall      bool
 	// swap, when set, is the snapshot sent whatever was asked for: a peer
@@ -52,7 +54,7 @@ const remoteSnapshot = "node-b:tank/csi/src@snap-1"
 // in the fake: any amount that is not a multiple of its block size.
 const zvolMetadata = 40 << 10
 
-func newPeerNode(t *testing.T, props driver.UserProps, opts zfs.CreateOptions) *peerNode {
+func newPeerNode(t *testing.T, props rules.UserProps, opts zfs.CreateOptions) *peerNode {
 	t.Helper()
 	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 	ctx := context.Background()
@@ -90,17 +92,17 @@ func newPeerNode(t *testing.T, props driver.UserProps, opts zfs.CreateOptions) *
 // channel does (errors mapped as the daemon maps them), on loopback.
 func serveController(t *testing.T, fake *zfstest.Fake) (*Server, grpc.ClientConnInterface) {
 	t.Helper()
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-b", ParentDatasets: []string{"tank/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-b", ParentDatasets: []string{"tank/csi"}}
 	controller, err := New(cfg, fake, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		resp, err := handler(ctx, req)
-		return resp, driver.Status(err)
+		return resp, rpc.Status(err)
 	}))
 	csi.RegisterControllerServer(server, controller)
-	driver.RegisterPeerOnly(server, &PullsServiceDesc, controller, func(context.Context) (string, error) { return testNode, nil })
+	forward.RegisterPeerOnly(server, &PullsServiceDesc, controller, func(context.Context) (string, error) { return testNode, nil })
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +117,7 @@ func serveController(t *testing.T, fake *zfstest.Fake) (*Server, grpc.ClientConn
 	return controller, conn
 }
 
-// Conn implements driver.Transfers (driver.Peers).
+// Conn implements forward.Transfers (forward.Peers).
 func (p *peerNode) Conn(_ context.Context, nodeID string) (grpc.ClientConnInterface, error) {
 	if nodeID != "node-b" {
 		return nil, status.Errorf(codes.Unavailable, "no peer %s", nodeID)
@@ -123,8 +125,8 @@ func (p *peerNode) Conn(_ context.Context, nodeID string) (grpc.ClientConnInterf
 	return p.conn, nil
 }
 
-// Open implements driver.Transfers.
-func (p *peerNode) Open(ctx context.Context, req driver.TransferRequest) (io.ReadCloser, error) {
+// Open implements forward.Transfers.
+func (p *peerNode) Open(ctx context.Context, req forward.TransferRequest) (io.ReadCloser, error) {
 	p.mu.Lock()
 	p.requests = append(p.requests, req)
 	if p.refusal != nil && len(p.requests) > p.refuseAfter {
@@ -378,7 +380,7 @@ func TestACloneOfAnotherNodesVolumeIsOneRoundAndLeavesTheSourceAsItWas(t *testin
 func roundsLeft(peer *peerNode) []string {
 	var left []string
 	for _, name := range peer.fake.Names() {
-		if strings.Contains(name, "@"+driver.InternalSnapshotPrefix+"pull-") {
+		if strings.Contains(name, "@"+rules.InternalSnapshotPrefix+"pull-") {
 			left = append(left, name)
 		}
 	}

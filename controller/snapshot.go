@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -21,7 +21,7 @@ import (
 func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err error) {
 	snapshot, dataset, err = s.cfg.SnapshotName(snapshotID)
 	if err != nil {
-		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", driver.Bounded(snapshotID), markOtherNode(err))
+		return "", "", status.Errorf(codes.NotFound, "snapshot %q does not exist here: %v", rules.Bounded(snapshotID), markOtherNode(err))
 	}
 	return snapshot, dataset, nil
 }
@@ -33,7 +33,7 @@ func (s *Server) snapshotName(snapshotID string) (snapshot, dataset string, err 
 // full listing, and on a ZFS whose channel programs cannot set properties
 // (no zfs.sync.set_prop), it is a zfs list and a zfs snapshot instead.
 func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	if problem := driver.SpecNameProblem(req.GetName()); problem != "" {
+	if problem := rules.SpecNameProblem(req.GetName()); problem != "" {
 		return nil, invalid("%s", problem)
 	}
 	if req.GetSourceVolumeId() == "" {
@@ -41,7 +41,7 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequ
 	}
 	for key := range req.GetParameters() {
 		if !strings.HasPrefix(key, kubernetesPrefix) {
-			return nil, invalid("unknown snapshot parameter %q: snapshots take none", driver.Bounded(key))
+			return nil, invalid("unknown snapshot parameter %q: snapshots take none", rules.Bounded(key))
 		}
 	}
 	dataset, err := s.volumeDataset(req.GetSourceVolumeId())
@@ -82,7 +82,7 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 	}
 	epoch := s.sources.begin()
 	result, err := s.zfs.SnapshotGuarded(ctx, zfs.SnapshotRequest{Name: snapshot,
-		Properties: map[string]string{s.props.SnapshotName: driver.EncodeName(req.GetName())},
+		Properties: map[string]string{s.props.SnapshotName: rules.EncodeName(req.GetName())},
 		Guard:      s.owner.VolumeGuard(),
 		Unique:     s.props.SnapshotName, Others: others, Report: s.props.FSType,
 		SizeProperty: s.props.Size, Internal: s.props.Internal, Pending: s.props.Snapshotting})
@@ -115,13 +115,13 @@ func (s *Server) snapshotGuarded(ctx context.Context, req *csi.CreateSnapshotReq
 // takenElsewhere is CreateSnapshot's answer when another volume's snapshot
 // carries the CSI name.
 func takenElsewhere(name, other string) error {
-	return status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", driver.Bounded(name), other)
+	return status.Errorf(codes.AlreadyExists, "snapshot %q already exists, of another volume (%s)", rules.Bounded(name), other)
 }
 
 // notThisSnapshot is CreateSnapshot's answer when the ZFS snapshot the name
 // maps to exists without carrying the name.
 func notThisSnapshot(snapshot, name string) error {
-	return status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, driver.Bounded(name))
+	return status.Errorf(codes.AlreadyExists, "%s exists and is not CSI snapshot %q; it is left alone", snapshot, rules.Bounded(name))
 }
 
 // snapshotListed is CreateSnapshot as a zfs list (snapshotCandidates), then
@@ -139,7 +139,7 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 		}
 		// Before the source's state: a retry after the volume was deleted
 		// (kept by this very snapshot) answers with what it cut.
-		if s.owner.LiveSnapshot(row) && driver.DecodeName(row.User[s.props.SnapshotName]) == req.GetName() {
+		if s.owner.LiveSnapshot(row) && rules.DecodeName(row.User[s.props.SnapshotName]) == req.GetName() {
 			if !strings.HasPrefix(row.Name, dataset+"@") {
 				return nil, takenElsewhere(req.GetName(), row.Name)
 			}
@@ -166,7 +166,7 @@ func (s *Server) snapshotListed(ctx context.Context, req *csi.CreateSnapshotRequ
 	// Before 2.2 `zfs snapshot -o` sets the properties with the snapshot, so
 	// no run leaves one bare; one at the name is someone else's. The dataset
 	// lock keeps expansions of the volume off until it is made.
-	properties := map[string]string{s.props.SnapshotName: driver.EncodeName(req.GetName()), s.props.Size: bytesString(capacity(*source))}
+	properties := map[string]string{s.props.SnapshotName: rules.EncodeName(req.GetName()), s.props.Size: bytesString(capacity(*source))}
 	err = s.zfs.Snapshot(ctx, snapshot, properties)
 	if errors.Is(err, zfs.ErrExists) {
 		return nil, notThisSnapshot(snapshot, req.GetName())
@@ -230,7 +230,7 @@ func (s *Server) snapshotCandidates(ctx context.Context, dataset, name string) (
 		return nil, err
 	}
 	if taken != "" && !slices.ContainsFunc(rows, func(row zfs.Dataset) bool {
-		return row.Name == taken && s.owner.LiveSnapshot(row) && driver.DecodeName(row.User[s.props.SnapshotName]) == name
+		return row.Name == taken && s.owner.LiveSnapshot(row) && rules.DecodeName(row.User[s.props.SnapshotName]) == name
 	}) {
 		s.snapshots.forget(name, taken)
 	}
@@ -242,7 +242,7 @@ func (s *Server) snapshotNames(rows []zfs.Dataset) map[string]string {
 	names := map[string]string{}
 	for _, row := range rows {
 		if s.owner.LiveSnapshot(row) {
-			names[driver.DecodeName(row.User[s.props.SnapshotName])] = row.Name
+			names[rules.DecodeName(row.User[s.props.SnapshotName])] = row.Name
 		}
 	}
 	return names
@@ -256,9 +256,9 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequ
 	if req.GetSnapshotId() == "" {
 		return nil, invalid("snapshot_id is required")
 	}
-	var foreign *driver.ForeignNodeError
+	var foreign *rules.ForeignNodeError
 	if _, _, err := s.cfg.SnapshotName(req.GetSnapshotId()); errors.As(err, &foreign) {
-		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", driver.Bounded(req.GetSnapshotId()), markOtherNode(err))
+		return nil, status.Errorf(codes.FailedPrecondition, "snapshot %q: %v", rules.Bounded(req.GetSnapshotId()), markOtherNode(err))
 	}
 	snapshot, dataset, err := s.snapshotName(req.GetSnapshotId())
 	if err != nil {
@@ -298,7 +298,7 @@ func (s *Server) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (
 	}
 	row, err := zfs.Get(ctx, s.zfs, snapshot, s.props.All())
 	if errors.Is(err, zfs.ErrNotFound) || (err == nil && !s.owner.LiveSnapshot(row)) {
-		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", driver.Bounded(req.GetSnapshotId()))
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", rules.Bounded(req.GetSnapshotId()))
 	}
 	if err != nil {
 		return nil, err
@@ -311,9 +311,9 @@ func (s *Server) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (
 func (s *Server) csiSnapshot(row zfs.Dataset) *csi.Snapshot {
 	dataset, _, _ := strings.Cut(row.Name, "@")
 	return &csi.Snapshot{
-		SnapshotId:         driver.SnapshotID(s.cfg.NodeID, row.Name),
-		SourceVolumeId:     driver.VolumeID(s.cfg.NodeID, dataset),
-		SizeBytes:          driver.SizeBytes(s.restoreSize(row, nil)),
+		SnapshotId:         rules.SnapshotID(s.cfg.NodeID, row.Name),
+		SourceVolumeId:     rules.VolumeID(s.cfg.NodeID, dataset),
+		SizeBytes:          rules.SizeBytes(s.restoreSize(row, nil)),
 		CreationTime:       timestamppb.New(row.Creation),
 		ReadyToUse:         true,
 		AccessibleTopology: []*csi.Topology{{Segments: s.cfg.Topology()}},

@@ -11,7 +11,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -174,7 +174,7 @@ func TestDeleteSnapshotIsOneCommandAndTouchesOnlyCSISnapshots(t *testing.T) {
 	h := newHarness(t)
 	volume := h.create(createRequest("v", 1<<30, mountCapability("")))
 	dataset := datasetOf(t, volume.GetVolumeId())
-	internal := dataset + "@" + driver.InternalSnapshotPrefix + "x"
+	internal := dataset + "@" + rules.InternalSnapshotPrefix + "x"
 	for name, props := range map[string]map[string]string{
 		dataset + "@by-hand": nil,
 		internal:             {h.props.Internal: "true", h.props.SnapshotName: "x"},

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -54,7 +54,7 @@ func checkSourceEncryption(plan volumePlan, src *source) error {
 			ParamSourceMode, ParamSourceMode)
 	case plan.params.encryption != "" && !src.encrypted:
 		return invalid("parameter %s=%s: the source %q is not encrypted, and a volume made from it keeps its source's encryption",
-			ParamEncryption, plan.params.encryption, driver.Bounded(plan.sourceID))
+			ParamEncryption, plan.params.encryption, rules.Bounded(plan.sourceID))
 	}
 	return nil
 }
@@ -78,12 +78,12 @@ func (s *Server) resolveSource(ctx context.Context, plan volumePlan) (*source, e
 
 // describeRemote asks the source's node to describe it.
 func (s *Server) describeRemote(ctx context.Context, plan volumePlan) (*source, error) {
-	sourceNode, _, err := driver.ParseVolumeID(plan.sourceID)
+	sourceNode, _, err := rules.ParseVolumeID(plan.sourceID)
 	if plan.fromSnap {
-		sourceNode, _, _, err = driver.ParseSnapshotID(plan.sourceID)
+		sourceNode, _, _, err = rules.ParseSnapshotID(plan.sourceID)
 	}
 	if err != nil {
-		return nil, status.Errorf(codes.NotFound, "content source %q: %v", driver.Bounded(plan.sourceID), err)
+		return nil, status.Errorf(codes.NotFound, "content source %q: %v", rules.Bounded(plan.sourceID), err)
 	}
 	conn, err := s.sourceConn(ctx, sourceNode)
 	if err != nil {
@@ -106,7 +106,7 @@ func (s *Server) sourceConn(ctx context.Context, nodeID string) (grpc.ClientConn
 			return nil, err
 		}
 		return nil, status.Errorf(codes.Unavailable, "%s: the content source is on node %q, which this node cannot reach: %s",
-			otherNodeMarker, nodeID, driver.Bounded(status.Convert(err).Message()))
+			otherNodeMarker, nodeID, rules.Bounded(status.Convert(err).Message()))
 	}
 	return conn, nil
 }
@@ -150,7 +150,7 @@ func (s *Server) lookupSource(ctx context.Context, sourceID string, fromSnap, cr
 		}
 	}
 	if snapshotRow == nil {
-		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", driver.Bounded(sourceID))
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", rules.Bounded(sourceID))
 	}
 	src := s.snapshotSource(*snapshotRow, volumeRow)
 	s.sources.remember(epoch, src)
@@ -208,7 +208,7 @@ func (s *Server) takeSentSnapshot(ctx context.Context, src *source, dataset stri
 	if src.volume == "" {
 		return snapshot, func(context.Context) {}, nil
 	}
-	// Internal snapshots (driver.InternalSnapshotPrefix) carry the
+	// Internal snapshots (rules.InternalSnapshotPrefix) carry the
 	// Internal mark, are never listed as CSI snapshots, and are
 	// destroyed deferred at once, so ZFS removes them with their clone.
 	err := s.zfs.Snapshot(ctx, snapshot, map[string]string{s.props.Internal: "true"})
@@ -230,5 +230,5 @@ func (s *Server) sentSnapshot(src *source, dataset string) string {
 	if src.volume == "" {
 		return src.snapshot
 	}
-	return src.volume + "@" + driver.InternalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
+	return src.volume + "@" + rules.InternalSnapshotPrefix + dataset[strings.LastIndexByte(dataset, '/')+1:]
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -23,12 +23,12 @@ func newTwoPoolHarness(t *testing.T) *harness {
 			t.Fatal(err)
 		}
 	}
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi", "other/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi", "other/csi"}}
 	server, err := New(cfg, fake, zerolog.New(zerolog.NewTestWriter(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, fake: fake, server: server, props: driver.NewUserProps(cfg.DriverName)}
+	return &harness{t: t, fake: fake, server: server, props: rules.NewUserProps(cfg.DriverName)}
 }
 
 // A pool whose I/O is suspended fails every command that touches it (ZFS ≥

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // Finding kinds.
@@ -29,8 +29,8 @@ type Finding struct {
 
 // Diagnose looks for what the driver cannot repair by itself. inv must have
 // been Placed on the same mounts.
-func (h Host) Diagnose(cfg driver.Config, inv Inventory, mounts []node.MountInfo) []Finding {
-	props := driver.NewUserProps(cfg.DriverName)
+func (h Host) Diagnose(cfg rules.Config, inv Inventory, mounts []node.MountInfo) []Finding {
+	props := rules.NewUserProps(cfg.DriverName)
 	var findings []Finding
 	add := func(kind, subject, problem, fix string, args ...any) {
 		findings = append(findings, Finding{Kind: kind, Subject: subject, Problem: problem, Fix: fmt.Sprintf(fix, args...)})
@@ -67,7 +67,7 @@ func (h Host) Diagnose(cfg driver.Config, inv Inventory, mounts []node.MountInfo
 }
 
 // volumeFindings are the problems of one volume of the driver.
-func (h Host) volumeFindings(props driver.UserProps, volume Volume, mounts []node.MountInfo) []Finding {
+func (h Host) volumeFindings(props rules.UserProps, volume Volume, mounts []node.MountInfo) []Finding {
 	var findings []Finding
 	add := func(kind, problem, fix string, args ...any) {
 		findings = append(findings, Finding{Kind: kind, Subject: volume.Dataset, Problem: problem, Fix: fmt.Sprintf(fix, args...)})
@@ -86,7 +86,7 @@ func (h Host) volumeFindings(props driver.UserProps, volume Volume, mounts []nod
 		add(FindingMissingMarker, fmt.Sprintf("it is marked %s=true but has no %s, so a CreateVolume retry cannot find it", props.Managed, props.CSIName),
 			"set the name the CO knows it by: zfs set %s=<name> %s", props.CSIName, volume.Dataset)
 	}
-	if volume.Kind != driver.KindZvol || volume.State != StateOK {
+	if volume.Kind != rules.KindZvol || volume.State != StateOK {
 		return findings
 	}
 	if volume.Device == "" {
@@ -96,7 +96,7 @@ func (h Host) volumeFindings(props driver.UserProps, volume Volume, mounts []nod
 		return findings
 	}
 	for _, mount := range mounts {
-		if driver.FormattedFSTypes[mount.FSType] && h.shows(volume, mount) && mount.FSType != volume.FSType {
+		if rules.FormattedFSTypes[mount.FSType] && h.shows(volume, mount) && mount.FSType != volume.FSType {
 			problem := fmt.Sprintf("it is mounted as %s at %s but its %s says %q", mount.FSType, mount.MountPoint, props.FSType, volume.FSType)
 			if volume.FSType == "" {
 				problem = fmt.Sprintf("it is mounted as %s at %s but has no %s, so it is listed and staged as a raw block volume",
@@ -118,7 +118,7 @@ func (h Host) nodeExists(name string) bool {
 // staleMounts are mounts under the CO directories whose volume is gone: a
 // dataset under a parent that is no live volume, or a zvol device node
 // whose zvol was destroyed or deleted.
-func (h Host) staleMounts(cfg driver.Config, inv Inventory, mounts []node.MountInfo) []Finding {
+func (h Host) staleMounts(cfg rules.Config, inv Inventory, mounts []node.MountInfo) []Finding {
 	live, liveDevices, deletedDevices := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, volume := range inv.Volumes {
 		switch {
@@ -146,7 +146,7 @@ func (h Host) staleMounts(cfg driver.Config, inv Inventory, mounts []node.MountI
 			problem = "it shows the device node " + name + ", which is gone: its zvol was destroyed"
 		case device && deletedDevices[name]:
 			problem = "it shows the device node " + name + " of a volume the CO deleted"
-		case driver.FormattedFSTypes[mount.FSType] && deletedDevices[filepath.Base(mount.Source)]:
+		case rules.FormattedFSTypes[mount.FSType] && deletedDevices[filepath.Base(mount.Source)]:
 			problem = "it shows " + mount.Source + ", the device of a volume the CO deleted"
 		default:
 			continue

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -121,7 +121,7 @@ type Snapshot struct {
 }
 
 // Read lists the parents of cfg and everything of the driver under them.
-func Read(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, error) {
+func Read(ctx context.Context, z zfs.Interface, cfg rules.Config) (Inventory, error) {
 	return read(ctx, z, cfg, true)
 }
 
@@ -130,12 +130,12 @@ func Read(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, e
 // the metrics show. Its zfs list does not visit each volume's snapshots,
 // which costs several times the listing of the volumes themselves (measured
 // at 100 volumes in the bench's guest: 6.6 s against 1.7 s).
-func ReadVolumes(ctx context.Context, z zfs.Interface, cfg driver.Config) (Inventory, error) {
+func ReadVolumes(ctx context.Context, z zfs.Interface, cfg rules.Config) (Inventory, error) {
 	return read(ctx, z, cfg, false)
 }
 
-func read(ctx context.Context, z zfs.Interface, cfg driver.Config, snapshots bool) (Inventory, error) {
-	props := driver.NewUserProps(cfg.DriverName)
+func read(ctx context.Context, z zfs.Interface, cfg rules.Config, snapshots bool) (Inventory, error) {
+	props := rules.NewUserProps(cfg.DriverName)
 	options := zfs.ListOptions{Roots: cfg.ParentDatasets, Depth: 1, Types: []zfs.Type{zfs.Filesystem, zfs.Volume},
 		UserProps: props.All(), SkipMissing: true, SkipSuspended: true, Space: true}
 	if snapshots {
@@ -163,9 +163,9 @@ func read(ctx context.Context, z zfs.Interface, cfg driver.Config, snapshots boo
 }
 
 // classify sorts the rows of one listing into parents, volumes and snapshots.
-func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset, snapshots bool) Inventory {
+func classify(cfg rules.Config, props rules.UserProps, rows []zfs.Dataset, snapshots bool) Inventory {
 	var inv Inventory
-	owner := driver.NewOwner(cfg)
+	owner := rules.NewOwner(cfg)
 	byName := map[string]zfs.Dataset{}
 	snapshotsOf := map[string][]zfs.Dataset{}
 	for _, row := range rows {
@@ -217,7 +217,7 @@ func classify(cfg driver.Config, props driver.UserProps, rows []zfs.Dataset, sna
 	return inv
 }
 
-func parentIndex(cfg driver.Config, dataset string) int {
+func parentIndex(cfg rules.Config, dataset string) int {
 	parent := dataset[:strings.LastIndexByte(dataset, '/')]
 	for i, name := range cfg.ParentDatasets {
 		if name == parent {
@@ -227,9 +227,9 @@ func parentIndex(cfg driver.Config, dataset string) int {
 	return 0
 }
 
-func newVolume(cfg driver.Config, props driver.UserProps, owner driver.Owner, row zfs.Dataset) Volume {
+func newVolume(cfg rules.Config, props rules.UserProps, owner rules.Owner, row zfs.Dataset) Volume {
 	volume := Volume{
-		ID: driver.VolumeID(cfg.NodeID, row.Name), Dataset: row.Name, CSIName: driver.DecodeName(row.User[props.CSIName]),
+		ID: rules.VolumeID(cfg.NodeID, row.Name), Dataset: row.Name, CSIName: rules.DecodeName(row.User[props.CSIName]),
 		Capacity: row.RefQuota, Thin: row.RefReservation == 0,
 		Used: row.Used, Referenced: row.Referenced, LogicalUsed: row.LogicalUsed,
 		UsedBySnapshots: row.UsedBySnapshots, CompressRatio: row.CompressRatio, ReadOnly: row.ReadOnly,
@@ -245,7 +245,7 @@ func newVolume(cfg driver.Config, props driver.UserProps, owner driver.Owner, ro
 
 // snapshotState is the state of a snapshot the driver made, "" for one it
 // did not make (an operator's own snapshot of a volume).
-func snapshotState(props driver.UserProps, owner driver.Owner, row zfs.Dataset) string {
+func snapshotState(props rules.UserProps, owner rules.Owner, row zfs.Dataset) string {
 	switch {
 	case owner.InternalSnapshot(row):
 		return SnapshotInternal
@@ -257,16 +257,16 @@ func snapshotState(props driver.UserProps, owner driver.Owner, row zfs.Dataset) 
 	return ""
 }
 
-func newSnapshot(cfg driver.Config, props driver.UserProps, row zfs.Dataset, state string) Snapshot {
+func newSnapshot(cfg rules.Config, props rules.UserProps, row zfs.Dataset, state string) Snapshot {
 	dataset, _, _ := strings.Cut(row.Name, "@")
 	snapshot := Snapshot{
-		ID: driver.SnapshotID(cfg.NodeID, row.Name), Name: row.Name, CSIName: driver.DecodeName(row.User[props.SnapshotName]),
-		SourceVolumeID: driver.VolumeID(cfg.NodeID, dataset), State: state, Size: row.Referenced,
+		ID: rules.SnapshotID(cfg.NodeID, row.Name), Name: row.Name, CSIName: rules.DecodeName(row.User[props.SnapshotName]),
+		SourceVolumeID: rules.VolumeID(cfg.NodeID, dataset), State: state, Size: row.Referenced,
 		Created: row.Creation, Clones: row.Clones,
 	}
 	if row.User[props.Group] != "" {
 		_, component, _ := strings.Cut(row.Name, "@")
-		snapshot.GroupSnapshotID = driver.GroupSnapshotID(cfg.NodeID, zfs.PoolOf(dataset), component)
+		snapshot.GroupSnapshotID = rules.GroupSnapshotID(cfg.NodeID, zfs.PoolOf(dataset), component)
 	}
 	return snapshot
 }

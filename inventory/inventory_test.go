@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/zfs-csi/zfs-csi/inventory"
-	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -30,11 +30,11 @@ func volumeByName(t *testing.T, inv inventory.Inventory, csiName string) invento
 }
 
 func TestReadListsTheDriversVolumesWithTheirFields(t *testing.T) {
-	f := plugintest.New(t)
-	datasetID := f.CreateVolume("pvc-a", 1<<30, plugintest.Mount(""), map[string]string{
+	f := wiringtest.New(t)
+	datasetID := f.CreateVolume("pvc-a", 1<<30, wiringtest.Mount(""), map[string]string{
 		"csi.storage.k8s.io/pvc/namespace": "shop", "csi.storage.k8s.io/pvc/name": "data"})
-	zvolID := f.CreateVolume("pvc-b", 2<<30, plugintest.Mount("ext4"), map[string]string{"thin": "true"})
-	if err := f.Fake.Write(plugintest.Dataset(datasetID), 5<<20); err != nil {
+	zvolID := f.CreateVolume("pvc-b", 2<<30, wiringtest.Mount("ext4"), map[string]string{"thin": "true"})
+	if err := f.Fake.Write(wiringtest.Dataset(datasetID), 5<<20); err != nil {
 		t.Fatal(err)
 	}
 	inv := f.Read()
@@ -45,11 +45,11 @@ func TestReadListsTheDriversVolumesWithTheirFields(t *testing.T) {
 		want inventory.Volume
 	}{
 		{"a dataset volume has its refquota as size, its PVC and state ok", volumeByName(t, inv, "pvc-a"), inventory.Volume{
-			ID: datasetID, Dataset: plugintest.Dataset(datasetID), CSIName: "pvc-a", Kind: "dataset", FSType: "zfs",
+			ID: datasetID, Dataset: wiringtest.Dataset(datasetID), CSIName: "pvc-a", Kind: "dataset", FSType: "zfs",
 			State: inventory.StateOK, Capacity: 1 << 30, Referenced: 5 << 20, LogicalUsed: 5 << 20, CompressRatio: 1,
 			PVCNamespace: "shop", PVCName: "data"}},
 		{"a thin zvol formatted ext4 has its volsize as size and its filesystem", volumeByName(t, inv, "pvc-b"), inventory.Volume{
-			ID: zvolID, Dataset: plugintest.Dataset(zvolID), CSIName: "pvc-b", Kind: "zvol", FSType: "ext4",
+			ID: zvolID, Dataset: wiringtest.Dataset(zvolID), CSIName: "pvc-b", Kind: "zvol", FSType: "ext4",
 			State: inventory.StateOK, Capacity: 2 << 30, CompressRatio: 1, Thin: true}},
 	}
 	for _, test := range tests {
@@ -65,15 +65,15 @@ func TestReadListsTheDriversVolumesWithTheirFields(t *testing.T) {
 }
 
 func TestReadTellsVolumeStatesApart(t *testing.T) {
-	f := plugintest.New(t)
-	live := f.CreateVolume("live", 1<<30, plugintest.Mount(""), nil)
-	held := f.CreateVolume("held", 1<<30, plugintest.Mount(""), nil)
+	f := wiringtest.New(t)
+	live := f.CreateVolume("live", 1<<30, wiringtest.Mount(""), nil)
+	held := f.CreateVolume("held", 1<<30, wiringtest.Mount(""), nil)
 	f.Snapshot("snap-of-held", held)
 	f.DeleteVolume(held)
-	stuck := f.CreateVolume("stuck", 1<<30, plugintest.Mount(""), nil)
-	f.Set(plugintest.Dataset(stuck), map[string]string{f.Props.Deleted: "true"})
-	unmarked := f.CreateVolume("unmarked", 1<<30, plugintest.Mount(""), nil)
-	f.Set(plugintest.Dataset(unmarked), map[string]string{f.Props.Managed: "false"})
+	stuck := f.CreateVolume("stuck", 1<<30, wiringtest.Mount(""), nil)
+	f.Set(wiringtest.Dataset(stuck), map[string]string{f.Props.Deleted: "true"})
+	unmarked := f.CreateVolume("unmarked", 1<<30, wiringtest.Mount(""), nil)
+	f.Set(wiringtest.Dataset(unmarked), map[string]string{f.Props.Managed: "false"})
 	if err := f.Fake.Create(t.Context(), "tank/csi/operators-own", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err) // an operator's own dataset: neither a volume nor unmarked
 	}
@@ -117,11 +117,11 @@ func TestReadTellsVolumeStatesApart(t *testing.T) {
 }
 
 func TestReadListsSnapshotsWithTheirStates(t *testing.T) {
-	f := plugintest.New(t)
-	volume := f.CreateVolume("vol", 1<<30, plugintest.Mount(""), nil)
+	f := wiringtest.New(t)
+	volume := f.CreateVolume("vol", 1<<30, wiringtest.Mount(""), nil)
 	kept := f.Snapshot("kept", volume)
 	cloned := f.Snapshot("cloned", volume)
-	f.CloneVolume("clone", cloned, plugintest.Mount(""))
+	f.CloneVolume("clone", cloned, wiringtest.Mount(""))
 	f.DeleteSnapshot(cloned)
 	inv := f.Read()
 
@@ -142,20 +142,20 @@ func TestReadListsSnapshotsWithTheirStates(t *testing.T) {
 }
 
 func TestPlaceFindsWhereVolumesAreStagedAndPublished(t *testing.T) {
-	f := plugintest.New(t)
-	dataset := f.CreateVolume("pvc-a", 1<<30, plugintest.Mount(""), nil)
-	block := f.CreateVolume("pvc-b", 1<<30, plugintest.Block(), nil)
-	formatted := f.CreateVolume("pvc-c", 1<<30, plugintest.Mount("xfs"), nil)
-	debugging := f.CreateVolume("pvc-d", 1<<30, plugintest.Mount(""), nil)
-	f.ZvolDevice(plugintest.Dataset(block), "zd0")
-	xfsDevice := f.ZvolDevice(plugintest.Dataset(formatted), "zd16")
-	f.MountDataset(plugintest.Dataset(dataset), kubeletStaging)
-	f.MountDataset(plugintest.Dataset(dataset), kubeletPublish)
+	f := wiringtest.New(t)
+	dataset := f.CreateVolume("pvc-a", 1<<30, wiringtest.Mount(""), nil)
+	block := f.CreateVolume("pvc-b", 1<<30, wiringtest.Block(), nil)
+	formatted := f.CreateVolume("pvc-c", 1<<30, wiringtest.Mount("xfs"), nil)
+	debugging := f.CreateVolume("pvc-d", 1<<30, wiringtest.Mount(""), nil)
+	f.ZvolDevice(wiringtest.Dataset(block), "zd0")
+	xfsDevice := f.ZvolDevice(wiringtest.Dataset(formatted), "zd16")
+	f.MountDataset(wiringtest.Dataset(dataset), kubeletStaging)
+	f.MountDataset(wiringtest.Dataset(dataset), kubeletPublish)
 	f.BindDevice("zd0", blockStaging, false)
 	f.BindDevice("zd0", blockPublish, false)
 	f.MountFilesystem(xfsDevice, "xfs", "/opt/nomad/data/client/csi/node/zfs/staging/default/pvc-c/rw-file-system-single-node-writer")
-	f.MountDataset(plugintest.Dataset(debugging), "/tmp/stage")
-	f.MountDataset(plugintest.Dataset(debugging), "/tmp/publish")
+	f.MountDataset(wiringtest.Dataset(debugging), "/tmp/stage")
+	f.MountDataset(wiringtest.Dataset(debugging), "/tmp/publish")
 	inv := f.Read()
 
 	tests := []struct {
@@ -196,9 +196,9 @@ func (r *listRecorder) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Da
 // ReadVolumes (the metrics' read) gives what Read gives about live volumes
 // and the reaper backlog, without a listing that visits every snapshot.
 func TestReadVolumesSkipsSnapshotsAndKeepsWhatTheMetricsShow(t *testing.T) {
-	f := plugintest.New(t)
-	f.CreateVolume("live", 1<<30, plugintest.Mount(""), nil)
-	held := f.CreateVolume("held", 1<<30, plugintest.Mount(""), nil)
+	f := wiringtest.New(t)
+	f.CreateVolume("live", 1<<30, wiringtest.Mount(""), nil)
+	held := f.CreateVolume("held", 1<<30, wiringtest.Mount(""), nil)
 	f.Snapshot("snap-of-held", held)
 	f.DeleteVolume(held)
 	full := f.Read()

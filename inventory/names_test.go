@@ -3,15 +3,15 @@ package inventory_test
 import (
 	"testing"
 
-	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 )
 
 // Reports show the names the CO gave, not how the driver stores them: a
-// tab, a line feed or "-" is kept quoted in the property (driver.EncodeName).
+// tab, a line feed or "-" is kept quoted in the property (rules.EncodeName).
 func TestReadShowsNamesAsTheCOGaveThem(t *testing.T) {
-	f := plugintest.New(t)
+	f := wiringtest.New(t)
 	for _, name := range []string{"a\tb", "-", "line\nfeed"} {
-		volumeID := f.CreateVolume(name, 1<<30, plugintest.Mount(""), nil)
+		volumeID := f.CreateVolume(name, 1<<30, wiringtest.Mount(""), nil)
 		snapshotID := f.Snapshot(name, volumeID)
 		inv := f.Read()
 		volumeByName(t, inv, name)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -15,8 +15,8 @@ import (
 // longer tell its volumes from others), or its pool is not ONLINE or DEGRADED.
 // It costs one zfs list plus one zpool list per pool, run at once: the pools
 // follow from the parents' names, so nothing waits for the listing.
-func CheckParents(ctx context.Context, z zfs.Interface, cfg driver.Config) error {
-	props := driver.NewUserProps(cfg.DriverName)
+func CheckParents(ctx context.Context, z zfs.Interface, cfg rules.Config) error {
+	props := rules.NewUserProps(cfg.DriverName)
 	var pools []string
 	for _, parent := range cfg.ParentDatasets {
 		if pool := zfs.PoolOf(parent); !slices.Contains(pools, pool) {

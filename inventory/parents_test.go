@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 func TestCheckParents(t *testing.T) {
-	cfg := driver.Config{DriverName: "zfs.csi.dev", ParentDatasets: []string{"tank/csi", "fast/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", ParentDatasets: []string{"tank/csi", "fast/csi"}}
 	setup := func(t *testing.T) *zfstest.Fake {
 		f := zfstest.NewFake(map[string]uint64{"tank": 10 << 30, "fast": 10 << 30})
 		for _, name := range cfg.ParentDatasets {
@@ -40,7 +40,7 @@ func TestCheckParents(t *testing.T) {
 		{"a missing parent", func(f *zfstest.Fake) error { return f.Destroy(context.Background(), "fast/csi", zfs.DestroyOptions{}) },
 			"parent dataset fast/csi does not exist"},
 		{"a parent carrying the managed mark", func(f *zfstest.Fake) error {
-			return f.Set(context.Background(), "tank/csi", map[string]string{driver.NewUserProps(cfg.DriverName).Managed: "true"})
+			return f.Set(context.Background(), "tank/csi", map[string]string{rules.NewUserProps(cfg.DriverName).Managed: "true"})
 		}, "parent dataset tank/csi carries"},
 		{"a faulted pool", func(f *zfstest.Fake) error { f.SetPoolHealth("fast", "FAULTED"); return nil }, "pool fast is FAULTED"},
 	} {

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -159,7 +159,7 @@ func New(cfg Config) *Metrics {
 	return m
 }
 
-// UnaryInterceptor counts and times every call. Give it to driver.NewServer,
+// UnaryInterceptor counts and times every call. Give it to rpc.NewServer,
 // which runs it outside the error mapping, so the code is the one the CO got.
 // A refusal of another node's call is counted apart (rpc_other_node_refusals_total):
 // on a healthy multi-node Nomad cluster most controller calls a node sees are
@@ -169,7 +169,7 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		start := time.Now()
 		resp, err := handler(ctx, req)
 		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-		if driver.RefusedForOtherNode(err) {
+		if rpc.RefusedForOtherNode(err) {
 			m.otherNode.WithLabelValues(method, status.Code(err).String()).Inc()
 		} else {
 			m.rpcDuration.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())

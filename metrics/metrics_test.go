@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -108,7 +108,7 @@ func TestCallsRefusedForAnotherNodeAreCountedApart(t *testing.T) {
 		intercept(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Controller/" + method}, handler)
 	}
 	otherNode := func(code codes.Code) error {
-		return status.Errorf(code, "volume \"b:tank/csi/v\": %s: it lives on node \"b\", this is node \"a\"", driver.OtherNodeMarker)
+		return status.Errorf(code, "volume \"b:tank/csi/v\": %s: it lives on node \"b\", this is node \"a\"", rpc.OtherNodeMarker)
 	}
 	call("CreateVolume", otherNode(codes.ResourceExhausted))
 	call("CreateVolume", otherNode(codes.ResourceExhausted))

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 func TestAMegabyteVolumeIDIsCutInNotFound(t *testing.T) {
@@ -19,7 +19,7 @@ func TestAMegabyteVolumeIDIsCutInNotFound(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("got %v, want NOT_FOUND", status.Code(err))
 	}
-	if message := status.Convert(err).Message(); len(message) > driver.MaxEchoedBytes+256 {
-		t.Errorf("the message has %d bytes, more than %d", len(message), driver.MaxEchoedBytes+256)
+	if message := status.Convert(err).Message(); len(message) > rules.MaxEchoedBytes+256 {
+		t.Errorf("the message has %d bytes, more than %d", len(message), rules.MaxEchoedBytes+256)
 	}
 }

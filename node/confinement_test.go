@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // hostDir makes a directory outside the node's path roots holding a file,
@@ -126,8 +126,8 @@ func TestALinkBelowARootIsNotFollowed(t *testing.T) {
 
 func TestTeardownRemovesOnlyWhatTheDriverMade(t *testing.T) {
 	ids := map[string]func(v *testVolume) string{
-		"an unknown volume":       func(v *testVolume) string { return driver.VolumeID(testNode, "tank/csi/nothing-here") },
-		"another node's volume":   func(v *testVolume) string { return driver.VolumeID("node-2", v.dataset) },
+		"an unknown volume":       func(v *testVolume) string { return rules.VolumeID(testNode, "tank/csi/nothing-here") },
+		"another node's volume":   func(v *testVolume) string { return rules.VolumeID("node-2", v.dataset) },
 		"a volume of this node's": func(v *testVolume) string { return v.id },
 	}
 	for name, id := range ids {

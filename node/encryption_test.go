@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -15,7 +15,7 @@ func TestStageLoadsAnEncryptedVolumesKeyFromTheSecrets(t *testing.T) {
 	h := newHarness(t)
 	const passphrase = "correct horse battery staple"
 	v := h.volume("plain", "zfs") // for its paths and request shape
-	v.dataset, v.id = "tank/csi/secret", driver.VolumeID(testNode, "tank/csi/secret")
+	v.dataset, v.id = "tank/csi/secret", rules.VolumeID(testNode, "tank/csi/secret")
 	if err := h.zfs.Create(context.Background(), v.dataset, zfs.CreateOptions{Key: []byte(passphrase), Properties: map[string]string{
 		h.props.Managed: "true", "mountpoint": "legacy", "encryption": "aes-256-gcm", "keyformat": "passphrase", "keylocation": "prompt"}}); err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestStageLoadsAnEncryptedVolumesKeyFromTheSecrets(t *testing.T) {
 	if !strings.Contains(err.Error(), "node-stage secrets") {
 		t.Errorf("the refusal does not say where the key comes from: %v", err)
 	}
-	err = stage(map[string]string{driver.SecretPassphrase: "not the passphrase"})
+	err = stage(map[string]string{rules.SecretPassphrase: "not the passphrase"})
 	wantCode(t, err, codes.InvalidArgument)
 	if strings.Contains(err.Error(), "not the passphrase") {
 		t.Errorf("the refusal quotes the secret: %v", err)
@@ -43,7 +43,7 @@ func TestStageLoadsAnEncryptedVolumesKeyFromTheSecrets(t *testing.T) {
 		t.Fatalf("something was mounted without the key: %v", h.host.MountTable())
 	}
 	h.zfs.ResetCalls()
-	if err := stage(map[string]string{driver.SecretPassphrase: passphrase}); err != nil {
+	if err := stage(map[string]string{rules.SecretPassphrase: passphrase}); err != nil {
 		t.Fatal(err)
 	}
 	if calls := h.zfs.Calls(); calls["LoadKey"] != 1 {

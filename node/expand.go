@@ -4,9 +4,10 @@ import (
 	"context"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/zfs-csi/zfs-csi/driver"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // NodeExpandVolume implements csi.NodeServer: it grows a zvol's filesystem
@@ -19,7 +20,7 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 		return nil, err
 	}
 	if capability := req.GetVolumeCapability(); capability != nil {
-		if problem := driver.CapabilityProblem(capability); problem != "" {
+		if problem := rules.CapabilityProblem(capability); problem != "" {
 			return nil, invalid("%s", problem)
 		}
 	}
@@ -44,7 +45,7 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 		// INVALID_ARGUMENT here, where stage and publish answer
 		// FAILED_PRECONDITION; the rule is the same.
 		kind, fsType := mountedKind(recognise, mount, nil)
-		if problem := driver.KindServes(kind, fsType, capability); problem != "" {
+		if problem := rules.KindServes(kind, fsType, capability); problem != "" {
 			return nil, invalid("volume %q: %s", volume.id, problem)
 		}
 	}
@@ -64,5 +65,5 @@ func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolume
 			return nil, err
 		}
 	}
-	return &csi.NodeExpandVolumeResponse{CapacityBytes: driver.SizeBytes(size)}, nil
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: rules.SizeBytes(size)}, nil
 }

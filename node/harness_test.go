@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zfs-csi/zfs-csi/node"
-	"github.com/zfs-csi/zfs-csi/node/nodetest"
-
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -28,9 +28,9 @@ type harness struct {
 	// mounter is what the server acts through: host, or the kernel's.
 	mounter node.Mounter
 	server  *node.Server
-	cfg     driver.Config
+	cfg     rules.Config
 	opts    node.Options
-	props   driver.UserProps
+	props   rules.UserProps
 	dir     string
 }
 
@@ -38,7 +38,7 @@ const testNode = "node-1"
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi"}}
 	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 	if err := fake.Create(context.Background(), "tank/csi", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func newHarness(t *testing.T) *harness {
 	opts := node.Options{MaxVolumesPerNode: 7, DeviceTimeout: 50 * time.Millisecond, PathRoots: []string{dir}}
 	server := node.New(cfg, fake, host, zerolog.Nop(), opts)
 	return &harness{t: t, zfs: fake, host: host, mounter: host, server: server, cfg: cfg, opts: opts,
-		props: driver.NewUserProps(cfg.DriverName), dir: dir}
+		props: rules.NewUserProps(cfg.DriverName), dir: dir}
 }
 
 // allowPaths restarts the node with these path roots instead of the test's
@@ -81,23 +81,23 @@ func (h *harness) volume(name, fsType string) *testVolume {
 	h.t.Helper()
 	v := &testVolume{dataset: "tank/csi/" + name, fsType: fsType, staging: filepath.Join(h.dir, name, "staging"),
 		target: filepath.Join(h.dir, name, "target")}
-	v.id = driver.VolumeID(testNode, v.dataset)
+	v.id = rules.VolumeID(testNode, v.dataset)
 	properties := map[string]string{h.props.Managed: "true", h.props.CSIName: name}
 	options := zfs.CreateOptions{Properties: properties}
 	switch fsType {
 	case "zfs":
 		properties["mountpoint"], properties["refquota"] = "legacy", "1073741824"
 		v.capability = mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
-		v.context = map[string]string{driver.ContextKind: driver.KindDataset, driver.ContextFSType: "zfs"}
+		v.context = map[string]string{rules.ContextKind: rules.KindDataset, rules.ContextFSType: "zfs"}
 	case "block":
 		options.VolSize = 1 << 30
 		v.capability = blockCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
-		v.context = map[string]string{driver.ContextKind: driver.KindZvol, driver.ContextFSType: ""}
+		v.context = map[string]string{rules.ContextKind: rules.KindZvol, rules.ContextFSType: ""}
 	default:
 		options.VolSize = 1 << 30
 		properties[h.props.FSType] = fsType
 		v.capability = mountCapability(fsType, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
-		v.context = map[string]string{driver.ContextKind: driver.KindZvol, driver.ContextFSType: fsType}
+		v.context = map[string]string{rules.ContextKind: rules.KindZvol, rules.ContextFSType: fsType}
 	}
 	if err := h.zfs.Create(context.Background(), v.dataset, options); err != nil {
 		h.t.Fatal(err)
@@ -181,9 +181,11 @@ func (h *harness) mountPoints() []string {
 
 func (h *harness) device(v *testVolume) string { return node.ZvolDeviceDir + "/" + v.dataset }
 
+// wantCode checks the code a call's error gets as the server answers it
+// (rpc.Status): the handlers return typed errors too.
 func wantCode(t *testing.T, err error, code codes.Code) {
 	t.Helper()
-	if status.Code(err) != code {
+	if status.Code(rpc.Status(err)) != code {
 		t.Fatalf("got %v, want code %s", err, code)
 	}
 }

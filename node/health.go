@@ -8,7 +8,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -37,11 +37,11 @@ func (s *Server) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolume
 	if err != nil {
 		return nil, err
 	}
-	entries := driver.PoolVolumeHealth(poolStatus)
+	entries := rules.PoolVolumeHealth(poolStatus)
 	respond := func() (*csi.NodeGetVolumeHealthResponse, error) {
 		return &csi.NodeGetVolumeHealthResponse{VolumeHealth: &csi.VolumeHealth{VolumeId: volume.id, HealthStatuses: entries}}, nil
 	}
-	if !driver.PoolReachable(poolStatus) {
+	if !rules.PoolReachable(poolStatus) {
 		return respond()
 	}
 	row, err := zfs.Get(ctx, s.zfs, volume.dataset, s.props.All())
@@ -60,7 +60,7 @@ func (s *Server) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolume
 		return nil, err
 	}
 	if row.Type == zfs.Volume && recognise.Device == "" {
-		entries = append(entries, driver.VolumeHealthEntry(csi.VolumeHealthErrorType_INACCESSIBLE, "DeviceMissing",
+		entries = append(entries, rules.VolumeHealthEntry(csi.VolumeHealthErrorType_INACCESSIBLE, "DeviceMissing",
 			"its zvol has no device %s (udev did not make it, or volmode hides it)", volume.devicePath()))
 	}
 	mounts, err := s.mounter.Mounts()
@@ -86,7 +86,7 @@ func (s *Server) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolume
 			mount := MountAt(mounts, candidate)
 			return mount != nil && recognise.Shows(*mount)
 		}) {
-			entries = append(entries, driver.VolumeHealthEntry(csi.VolumeHealthErrorType_INACCESSIBLE, check.reason,
+			entries = append(entries, rules.VolumeHealthEntry(csi.VolumeHealthErrorType_INACCESSIBLE, check.reason,
 				"the volume is not mounted at %s (unmounted outside the CO, or never staged or published there)", path))
 		}
 	}
@@ -119,7 +119,7 @@ func (s *Server) NodeGetStorageHealth(ctx context.Context, _ *csi.NodeGetStorage
 		if err != nil {
 			return nil, err
 		}
-		for _, entry := range driver.PoolStorageHealth(poolStatus) {
+		for _, entry := range rules.PoolStorageHealth(poolStatus) {
 			add(entry)
 		}
 	}

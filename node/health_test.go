@@ -10,12 +10,11 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
-	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
-
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
 func (h *harness) volumeHealth(v *testVolume, staging, target string) string {
@@ -107,7 +106,7 @@ func TestStorageHealthNamesEachConditionOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi", "fast/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: testNode, ParentDatasets: []string{"tank/csi", "fast/csi"}}
 	server := node.New(cfg, fake, nodetest.NewFakeMounter(), zerolog.Nop(), node.Options{})
 	fake.SetPoolHealth("tank", "DEGRADED")
 	fake.SetPoolHealth("fast", "DEGRADED")

@@ -8,7 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 	if row.KeyStatus == "" {
 		return nil // not encrypted: a key in the secrets would protect nothing
 	}
-	_, key, err := driver.EncryptionKey(secrets)
+	_, key, err := rules.EncryptionKey(secrets)
 	if err != nil {
 		return invalid("volume %q: %v", volume.id, err)
 	}
@@ -69,7 +70,7 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 		return status.Errorf(codes.FailedPrecondition,
 			"volume %q is encrypted and its key is not loaded: the node-stage secrets must carry %s or %s "+
 				"(Kubernetes: the StorageClass's csi.storage.k8s.io/node-stage-secret-name and -namespace; Nomad: the volume's secrets), "+
-				"or load it by hand: zfs load-key %s", volume.id, driver.SecretPassphrase, driver.SecretHexKey, root)
+				"or load it by hand: zfs load-key %s", volume.id, rules.SecretPassphrase, rules.SecretHexKey, root)
 	}
 	if !loaded {
 		err = s.zfs.LoadKey(ctx, root, key)
@@ -80,20 +81,20 @@ func (s *Server) loadKey(ctx context.Context, volume volumeRef, row zfs.Dataset,
 	if loaded {
 		err = s.zfs.VerifyKey(ctx, root, key)
 	}
-	// The words are the node's; the codes are driver.Status's table.
+	// The words are the node's; the codes are rpc.Status's table.
 	switch {
 	case errors.Is(err, zfs.ErrKeyRejected):
-		return driver.Status(fmt.Errorf("volume %q: the key in the node-stage secrets does not open it; nothing changed: %w", volume.id, err))
+		return rpc.Status(fmt.Errorf("volume %q: the key in the node-stage secrets does not open it; nothing changed: %w", volume.id, err))
 	case errors.Is(err, zfs.ErrNotEncryptionRoot):
 		// The root moved between the listing and the load (an operator's
 		// zfs promote or change-key): the next attempt reads it afresh.
-		return driver.Status(fmt.Errorf("volume %q: its encryption root changed while staging: %w", volume.id, err))
+		return rpc.Status(fmt.Errorf("volume %q: its encryption root changed while staging: %w", volume.id, err))
 	}
 	return err
 }
 
 // encryptionRootOfOurs reports whether an encryption root is a volume of
-// this driver, live or deleted (driver.Owner.Marked), read as the volume
+// this driver, live or deleted (rules.Owner.Marked), read as the volume
 // was (zfs.Inspect).
 func (s *Server) encryptionRootOfOurs(ctx context.Context, root string) (bool, error) {
 	row, err := zfs.Inspect(ctx, s.zfs, root, s.props.All())

@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -40,9 +40,9 @@ func (h *harness) encrypted(dataset, key string, managed bool) {
 func (h *harness) datasetVolume(dataset string, make func(dataset string) error) *testVolume {
 	h.t.Helper()
 	name := filepath.Base(dataset)
-	v := &testVolume{id: driver.VolumeID(testNode, dataset), dataset: dataset, fsType: "zfs",
+	v := &testVolume{id: rules.VolumeID(testNode, dataset), dataset: dataset, fsType: "zfs",
 		capability: mountCapability("", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER),
-		context:    map[string]string{driver.ContextKind: driver.KindDataset, driver.ContextFSType: "zfs"},
+		context:    map[string]string{rules.ContextKind: rules.KindDataset, rules.ContextFSType: "zfs"},
 		staging:    filepath.Join(h.dir, name, "staging"), target: filepath.Join(h.dir, name, "target")}
 	if err := make(dataset); err != nil {
 		h.t.Fatal(err)
@@ -83,20 +83,20 @@ func (h *harness) keyCommands() int {
 	return calls["LoadKey"] + calls["VerifyKey"]
 }
 
-func passphrase(key string) map[string]string { return map[string]string{driver.SecretPassphrase: key} }
+func passphrase(key string) map[string]string { return map[string]string{rules.SecretPassphrase: key} }
 
 // After a reboot no key is loaded, and ZFS loads a clone's only at its
 // encryption root, its origin: staging a restore must load it there.
 func TestStageLoadsTheKeyOfARestoreAtItsEncryptionRoot(t *testing.T) {
 	for _, test := range []struct {
 		name          string
-		snapshotProps func(driver.UserProps) map[string]string
+		snapshotProps func(rules.UserProps) map[string]string
 		originDeleted bool
 	}{
-		{"a restore of a snapshot", func(p driver.UserProps) map[string]string { return map[string]string{p.SnapshotName: "snap-1"} }, false},
-		{"a clone of a volume", func(p driver.UserProps) map[string]string { return map[string]string{p.Internal: "true"} }, false},
+		{"a restore of a snapshot", func(p rules.UserProps) map[string]string { return map[string]string{p.SnapshotName: "snap-1"} }, false},
+		{"a clone of a volume", func(p rules.UserProps) map[string]string { return map[string]string{p.Internal: "true"} }, false},
 		{"a restore whose origin volume was deleted and is held by it",
-			func(p driver.UserProps) map[string]string { return map[string]string{p.SnapshotName: "snap-1"} }, true},
+			func(p rules.UserProps) map[string]string { return map[string]string{p.SnapshotName: "snap-1"} }, true},
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -32,7 +32,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -64,18 +64,18 @@ const blockStagingFile = "zvol"
 // Server is the CSI Node service.
 type Server struct {
 	csi.UnimplementedNodeServer
-	cfg      driver.Config
+	cfg      rules.Config
 	opts     Options
 	zfs      zfs.Interface
 	mounter  Mounter
 	log      zerolog.Logger
-	props    driver.UserProps
-	owner    driver.Owner
-	inflight *driver.InFlight
+	props    rules.UserProps
+	owner    rules.Owner
+	inflight *rules.InFlight
 }
 
-// New builds the service; cfg must be valid (driver.Config.Validate).
-func New(cfg driver.Config, z zfs.Interface, mounter Mounter, log zerolog.Logger, opts Options) *Server {
+// New builds the service; cfg must be valid (rules.Config.Validate).
+func New(cfg rules.Config, z zfs.Interface, mounter Mounter, log zerolog.Logger, opts Options) *Server {
 	if opts.DeviceTimeout <= 0 {
 		opts.DeviceTimeout = DefaultDeviceTimeout
 	}
@@ -83,7 +83,7 @@ func New(cfg driver.Config, z zfs.Interface, mounter Mounter, log zerolog.Logger
 		opts.PathRoots = DefaultPathRoots
 	}
 	return &Server{cfg: cfg, opts: opts, zfs: z, mounter: mounter, log: log,
-		props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg), inflight: driver.NewInFlight()}
+		props: rules.NewUserProps(cfg.DriverName), owner: rules.NewOwner(cfg), inflight: rules.NewInFlight()}
 }
 
 // NodeGetInfo implements csi.NodeServer: the node ID and the topology segment
@@ -164,7 +164,7 @@ func (s *Server) parseVolume(volumeID string, check idCheck) (volumeRef, error) 
 		resolve = s.cfg.VolumeDatasetOnAnyNode
 	}
 	dataset, err := resolve(volumeID)
-	if errors.Is(err, driver.ErrMalformedID) {
+	if errors.Is(err, rules.ErrMalformedID) {
 		return volumeRef{}, volumeNotFound(volumeID, "it is not a volume ID of this driver")
 	}
 	if err != nil {
@@ -217,11 +217,11 @@ func (s *Server) lookupVolume(ctx context.Context, volume volumeRef, volumeConte
 		return zfs.Dataset{}, volumeNotFound(volume.id, fmt.Sprintf("%s is not a live volume of %s", row.Name, s.cfg.DriverName))
 	}
 	kind, fsType := s.owner.Kind(row)
-	if given, ok := volumeContext[driver.ContextKind]; ok && given != kind {
-		return zfs.Dataset{}, invalid("volume_context says %s=%s, but the volume is a %s", driver.ContextKind, given, kind)
+	if given, ok := volumeContext[rules.ContextKind]; ok && given != kind {
+		return zfs.Dataset{}, invalid("volume_context says %s=%s, but the volume is a %s", rules.ContextKind, given, kind)
 	}
-	if given, ok := volumeContext[driver.ContextFSType]; ok && given != fsType {
-		return zfs.Dataset{}, invalid("volume_context says %s=%q, but the volume has %q", driver.ContextFSType, given, fsType)
+	if given, ok := volumeContext[rules.ContextFSType]; ok && given != fsType {
+		return zfs.Dataset{}, invalid("volume_context says %s=%q, but the volume has %q", rules.ContextFSType, given, fsType)
 	}
 	return row, nil
 }
@@ -241,7 +241,7 @@ func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
 	case capability.GetMount().GetVolumeMountGroup() != "":
 		return mountOptions{}, invalid("volume_mount_group is not supported (no VOLUME_MOUNT_GROUP capability)")
 	}
-	if problem := driver.CapabilityProblem(capability); problem != "" {
+	if problem := rules.CapabilityProblem(capability); problem != "" {
 		return mountOptions{}, status.Error(codes.FailedPrecondition, problem)
 	}
 	options, err := parseMountFlags(requestedFSType(capability), capability.GetMount().GetMountFlags())
@@ -257,7 +257,7 @@ func checkCapability(capability *csi.VolumeCapability) (mountOptions, error) {
 // requestedFSType is the filesystem type a mount capability asks for, as
 // the mount table shows it: "zfs" for a dataset (fsType "" or "zfs").
 func requestedFSType(capability *csi.VolumeCapability) string {
-	if fsType := capability.GetMount().GetFsType(); !driver.IsDatasetFSType(fsType) {
+	if fsType := capability.GetMount().GetFsType(); !rules.IsDatasetFSType(fsType) {
 		return fsType
 	}
 	return "zfs"
@@ -280,7 +280,7 @@ func invalid(format string, args ...any) error {
 }
 
 func volumeNotFound(volumeID, reason string) error {
-	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", driver.Bounded(volumeID), reason)
+	return status.Errorf(codes.NotFound, "volume %q does not exist: %s", rules.Bounded(volumeID), reason)
 }
 
 // mountsOf prepares the recognition of a volume's mounts; it resolves the

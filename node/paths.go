@@ -13,14 +13,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // DefaultPathRoots are the directories staging and target paths may lie
 // under when the operator names none: kubelet's root directory and Nomad's
 // client data directory, where the orchestrators keep their staging and
 // per-workload mount points (ARCHITECTURE.md decision 13).
-var DefaultPathRoots = []string{driver.DefaultKubeletDir, DefaultNomadDataDir}
+var DefaultPathRoots = []string{rules.DefaultKubeletDir, DefaultNomadDataDir}
 
 // DefaultNomadDataDir is the Nomad client's default data_dir in its
 // distribution packages.

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // NodePublishVolume implements csi.NodeServer: a bind mount from the staging
@@ -138,7 +138,7 @@ func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, 
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged at %s (NodeStageVolume first)", volume.id, staging)
 	}
 	kind, fsType := mountedKind(recognise, *staged, volumeContext)
-	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
+	if problem := rules.KindServes(kind, fsType, capability); problem != "" {
 		return "", status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
 	}
 	return source, checkContext(volumeContext, kind, fsType)
@@ -151,21 +151,21 @@ func stagedSource(mounts []MountInfo, recognise VolumeMounts, volume volumeRef, 
 func mountedKind(recognise VolumeMounts, mount MountInfo, volumeContext map[string]string) (kind, fsType string) {
 	switch {
 	case recognise.IsDeviceBind(mount):
-		return driver.KindZvol, volumeContext[driver.ContextFSType]
+		return rules.KindZvol, volumeContext[rules.ContextFSType]
 	case mount.FSType == "zfs":
-		return driver.KindDataset, mount.FSType
+		return rules.KindDataset, mount.FSType
 	}
-	return driver.KindZvol, mount.FSType
+	return rules.KindZvol, mount.FSType
 }
 
 // checkContext compares a volume_context with what the mounts show; an
 // empty fsType means the mounts cannot tell.
 func checkContext(volumeContext map[string]string, kind, fsType string) error {
-	if given, ok := volumeContext[driver.ContextKind]; ok && given != kind {
-		return invalid("volume_context says %s=%s, but the volume is a %s", driver.ContextKind, given, kind)
+	if given, ok := volumeContext[rules.ContextKind]; ok && given != kind {
+		return invalid("volume_context says %s=%s, but the volume is a %s", rules.ContextKind, given, kind)
 	}
-	if given, ok := volumeContext[driver.ContextFSType]; ok && fsType != "" && given != fsType {
-		return invalid("volume_context says %s=%q, but the volume has %q", driver.ContextFSType, given, fsType)
+	if given, ok := volumeContext[rules.ContextFSType]; ok && fsType != "" && given != fsType {
+		return invalid("volume_context says %s=%q, but the volume has %q", rules.ContextFSType, given, fsType)
 	}
 	return nil
 }

@@ -5,12 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zfs-csi/zfs-csi/node"
-
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 func TestPublishBindsFromTheStagingPath(t *testing.T) {
@@ -172,7 +171,7 @@ func TestPublishIsIdempotentAndRefusesConflicts(t *testing.T) {
 		if err := h.stage(v); err != nil {
 			t.Fatal(err)
 		}
-		v.context[driver.ContextFSType] = "ext4"
+		v.context[rules.ContextFSType] = "ext4"
 		wantCode(t, h.publish(v, false), codes.FailedPrecondition)
 	})
 	t.Run("publishing with a filesystem the staged volume does not have is FAILED_PRECONDITION", func(t *testing.T) {

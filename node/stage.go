@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -107,14 +107,14 @@ func (s *Server) planStage(ctx context.Context, req *csi.NodeStageVolumeRequest,
 	}
 	kind, fsType := s.owner.Kind(row)
 	capability := req.GetVolumeCapability()
-	if problem := driver.KindServes(kind, fsType, capability); problem != "" {
+	if problem := rules.KindServes(kind, fsType, capability); problem != "" {
 		return stagePlan{}, status.Errorf(codes.FailedPrecondition, "volume %q: %s", volume.id, problem)
 	}
 	plan := stagePlan{volume: volume, row: row, staging: staging, kind: mountFormatted, fsType: fsType, options: options}
 	switch {
 	case capability.GetBlock() != nil:
 		plan.kind = bindDevice
-	case kind == driver.KindDataset:
+	case kind == rules.KindDataset:
 		plan.kind = mountDataset
 	}
 	return plan, nil

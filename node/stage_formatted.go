@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -156,11 +156,11 @@ func mountRefused(err error, options mountOptions) error {
 }
 
 // madeFromSource reports whether a volume was cloned or copied from another.
-func madeFromSource(row zfs.Dataset, props driver.UserProps) bool {
+func madeFromSource(row zfs.Dataset, props rules.UserProps) bool {
 	return row.Origin != "" || row.User[props.Source] != ""
 }
 
-func sourceOf(row zfs.Dataset, props driver.UserProps) string {
+func sourceOf(row zfs.Dataset, props rules.UserProps) string {
 	if source := row.User[props.Source]; source != "" {
 		return source
 	}

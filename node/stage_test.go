@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-	"github.com/zfs-csi/zfs-csi/node"
-
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -138,10 +137,10 @@ func (h *harness) cloneOfSize(source *testVolume, name string, size uint64) *tes
 	}
 	clone := *source
 	clone.dataset = "tank/csi/" + name
-	clone.id = driver.VolumeID(testNode, clone.dataset)
+	clone.id = rules.VolumeID(testNode, clone.dataset)
 	clone.staging, clone.target = filepath.Join(h.dir, name, "staging"), filepath.Join(h.dir, name, "target")
 	if err := h.zfs.Clone(ctx, snapshot, clone.dataset, map[string]string{h.props.Managed: "true",
-		h.props.FSType: source.fsType, h.props.Source: driver.SnapshotID(testNode, snapshot)}); err != nil {
+		h.props.FSType: source.fsType, h.props.Source: rules.SnapshotID(testNode, snapshot)}); err != nil {
 		h.t.Fatal(err)
 	}
 	h.host.AddDevice(h.device(&clone), size)
@@ -214,12 +213,12 @@ func TestStageEnforcesTheOwnershipGuard(t *testing.T) {
 	}{
 		{"a volume ID of another node is NOT_FOUND", func(h *harness) *testVolume {
 			v := h.volume("vol", "zfs")
-			v.id = driver.VolumeID("node-2", v.dataset)
+			v.id = rules.VolumeID("node-2", v.dataset)
 			return v
 		}, codes.NotFound},
 		{"a dataset outside the parent datasets is NOT_FOUND", func(h *harness) *testVolume {
 			v := h.volume("vol", "zfs")
-			v.id = driver.VolumeID(testNode, "tank/vol")
+			v.id = rules.VolumeID(testNode, "tank/vol")
 			return v
 		}, codes.NotFound},
 		{"a malformed volume ID is NOT_FOUND", func(h *harness) *testVolume {
@@ -250,7 +249,7 @@ func TestStageEnforcesTheOwnershipGuard(t *testing.T) {
 		}, codes.NotFound},
 		{"a volume_context that contradicts ZFS is INVALID_ARGUMENT", func(h *harness) *testVolume {
 			v := h.volume("vol", "ext4")
-			v.context[driver.ContextFSType] = "xfs"
+			v.context[rules.ContextFSType] = "xfs"
 			return v
 		}, codes.InvalidArgument},
 	} {
@@ -330,7 +329,7 @@ func TestFilesystemMountsAreAlwaysNosuidNodev(t *testing.T) {
 func TestStageWaitsForTheDeviceWithADeadline(t *testing.T) {
 	h := newHarness(t)
 	v := h.volume("vol", "ext4")
-	v.dataset, v.id = "tank/csi/no-device", driver.VolumeID(testNode, "tank/csi/no-device")
+	v.dataset, v.id = "tank/csi/no-device", rules.VolumeID(testNode, "tank/csi/no-device")
 	if err := h.zfs.Create(context.Background(), v.dataset, zfs.CreateOptions{VolSize: 1 << 30,
 		Properties: map[string]string{h.props.Managed: "true", h.props.FSType: "ext4"}}); err != nil {
 		t.Fatal(err)
@@ -524,7 +523,7 @@ func TestTeardownAfterTheNodeIDChanged(t *testing.T) {
 	t.Run("teardown of a dataset outside the parent datasets is still NOT_FOUND", func(t *testing.T) {
 		h := newHarness(t)
 		v := h.volume("vol", "zfs")
-		v.id = driver.VolumeID("node-0", "tank/vol")
+		v.id = rules.VolumeID("node-0", "tank/vol")
 		wantCode(t, h.unpublish(v), codes.NotFound)
 		wantCode(t, h.unstage(v), codes.NotFound)
 	})

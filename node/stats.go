@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // NodeGetVolumeStats implements csi.NodeServer: statfs(2) of a filesystem
@@ -35,15 +35,15 @@ func (s *Server) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeS
 			return nil, err
 		}
 		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: driver.SizeBytes(size)}}}, nil
+			{Unit: csi.VolumeUsage_BYTES, Total: rules.SizeBytes(size)}}}, nil
 	}
 	stats, err := s.mounter.Statfs(mount.MountPoint)
 	if err != nil {
 		return nil, err
 	}
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-		{Unit: csi.VolumeUsage_BYTES, Total: driver.SizeBytes(stats.TotalBytes), Available: driver.SizeBytes(stats.AvailableBytes), Used: driver.SizeBytes(stats.UsedBytes)},
-		{Unit: csi.VolumeUsage_INODES, Total: driver.SizeBytes(stats.TotalInodes), Available: driver.SizeBytes(stats.FreeInodes), Used: driver.SizeBytes(stats.UsedInodes)},
+		{Unit: csi.VolumeUsage_BYTES, Total: rules.SizeBytes(stats.TotalBytes), Available: rules.SizeBytes(stats.AvailableBytes), Used: rules.SizeBytes(stats.UsedBytes)},
+		{Unit: csi.VolumeUsage_INODES, Total: rules.SizeBytes(stats.TotalInodes), Available: rules.SizeBytes(stats.FreeInodes), Used: rules.SizeBytes(stats.UsedInodes)},
 	}}, nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -52,7 +52,7 @@ func BenchmarkAStreamThroughTheChannel(b *testing.B) {
 	b.SetBytes(size)
 	for b.Loop() {
 		started := time.Now()
-		stream, err := nodes.client.Open(b.Context(), driver.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"})
+		stream, err := nodes.client.Open(b.Context(), forward.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"})
 		if err != nil {
 			b.Fatal(err)
 		}

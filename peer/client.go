@@ -197,7 +197,7 @@ func (c Config) lazyClientTLS(nodeID string, tr *trust) *tls.Config {
 	}
 }
 
-// Conn is Dial as the interface other packages take (driver.Peers): a
+// Conn is Dial as the interface other packages take (forward.Peers): a
 // connection to nodeID's daemon, authenticated as that node.
 func (c *Client) Conn(ctx context.Context, nodeID string) (grpc.ClientConnInterface, error) {
 	return c.Dial(ctx, nodeID)

@@ -47,7 +47,7 @@ var ErrNotConfigured = errors.New("transfers between nodes are not configured")
 // Without them the daemon neither serves nor dials.
 func (c Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
 
-// nodeIDPattern is driver's rule for node IDs (driver.Config.Validate),
+// nodeIDPattern is driver's rule for node IDs (rules.Config.Validate),
 // repeated here only to check what a certificate says before it is used as
 // one; a node ID driver accepts always matches it.
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)

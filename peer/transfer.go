@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -54,19 +56,19 @@ const streamWait = 5 * time.Second
 // resumed send takes what to send from the caller's token, which is why
 // that check reads the stream itself, not the request.
 type Transfer struct {
-	cfg     driver.Config
-	owner   driver.Owner
-	props   driver.UserProps
+	cfg     rules.Config
+	owner   rules.Owner
+	props   rules.UserProps
 	zfs     zfs.Interface
 	streams chan struct{}
 }
 
 // NewTransfer serves at most maxStreams streams at once.
-func NewTransfer(cfg driver.Config, z zfs.Interface, maxStreams int) *Transfer {
+func NewTransfer(cfg rules.Config, z zfs.Interface, maxStreams int) *Transfer {
 	if maxStreams <= 0 {
 		maxStreams = DefaultMaxStreams
 	}
-	return &Transfer{cfg: cfg, owner: driver.NewOwner(cfg), props: driver.NewUserProps(cfg.DriverName), zfs: z,
+	return &Transfer{cfg: cfg, owner: rules.NewOwner(cfg), props: rules.NewUserProps(cfg.DriverName), zfs: z,
 		streams: make(chan struct{}, maxStreams)}
 }
 
@@ -114,7 +116,7 @@ func (t *Transfer) serve(stream grpc.ServerStream) error {
 	if err != nil && ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return driver.Status(err)
+	return rpc.Status(err)
 }
 
 // checkStream is the sending side's last word: the stream must be the
@@ -132,24 +134,24 @@ func checkStream(begin zfs.StreamBegin, snapshot string, raw bool) error {
 // resolve passes the request through the ownership guard: the snapshot
 // and the base of an incremental are snapshots of ours of a volume of ours.
 // Another node's or a foreign ID is NOT_FOUND, as everywhere.
-func (t *Transfer) resolve(ctx context.Context, req driver.TransferRequest) (snapshot, from string, raw bool, err error) {
+func (t *Transfer) resolve(ctx context.Context, req forward.TransferRequest) (snapshot, from string, raw bool, err error) {
 	snapshot, dataset, err := t.cfg.SnapshotName(req.SnapshotID)
 	if err != nil {
-		return "", "", false, status.Errorf(codes.NotFound, "snapshot %q is not one of node %s: %v", driver.Bounded(req.SnapshotID), t.cfg.NodeID, err)
+		return "", "", false, status.Errorf(codes.NotFound, "snapshot %q is not one of node %s: %v", rules.Bounded(req.SnapshotID), t.cfg.NodeID, err)
 	}
 	roots := []string{dataset, snapshot}
 	if req.FromSnapshotID != "" {
 		var fromDataset string
 		if from, fromDataset, err = t.cfg.SnapshotName(req.FromSnapshotID); err != nil || fromDataset != dataset {
 			return "", "", false, status.Errorf(codes.NotFound, "snapshot %q is not an earlier snapshot of the same volume of node %s",
-				driver.Bounded(req.FromSnapshotID), t.cfg.NodeID)
+				rules.Bounded(req.FromSnapshotID), t.cfg.NodeID)
 		}
 		roots = append(roots, from)
 	}
 	rows, err := t.zfs.List(ctx, zfs.ListOptions{Roots: roots, Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot},
 		UserProps: t.props.All(), SkipMissing: true, Crypto: true})
 	if err != nil {
-		return "", "", false, driver.Status(err)
+		return "", "", false, rpc.Status(err)
 	}
 	found := map[string]zfs.Dataset{}
 	for _, row := range rows {
@@ -162,9 +164,9 @@ func (t *Transfer) resolve(ctx context.Context, req driver.TransferRequest) (sna
 	volume, ok := found[dataset]
 	switch {
 	case !ok || !t.owner.Marked(volume) || !ours(snapshot):
-		return "", "", false, status.Errorf(codes.NotFound, "snapshot %q does not exist on node %s", driver.Bounded(req.SnapshotID), t.cfg.NodeID)
+		return "", "", false, status.Errorf(codes.NotFound, "snapshot %q does not exist on node %s", rules.Bounded(req.SnapshotID), t.cfg.NodeID)
 	case from != "" && !ours(from):
-		return "", "", false, status.Errorf(codes.NotFound, "snapshot %q does not exist on node %s", driver.Bounded(req.FromSnapshotID), t.cfg.NodeID)
+		return "", "", false, status.Errorf(codes.NotFound, "snapshot %q does not exist on node %s", rules.Bounded(req.FromSnapshotID), t.cfg.NodeID)
 	}
 	return snapshot, from, found[snapshot].KeyStatus != "" || volume.KeyStatus != "", nil
 }
@@ -180,7 +182,7 @@ func (w chunkWriter) Write(p []byte) (int, error) {
 }
 
 // sendRequest is req as the wire carries it.
-func sendRequest(req driver.TransferRequest) (*structpb.Struct, error) {
+func sendRequest(req forward.TransferRequest) (*structpb.Struct, error) {
 	fields := map[string]any{fieldSnapshot: req.SnapshotID}
 	if req.FromSnapshotID != "" {
 		fields[fieldFromSnapshot] = req.FromSnapshotID
@@ -193,12 +195,12 @@ func sendRequest(req driver.TransferRequest) (*structpb.Struct, error) {
 
 // parseSendRequest reads a request strictly: string fields it knows, no
 // others, a snapshot named.
-func parseSendRequest(request *structpb.Struct) (driver.TransferRequest, error) {
-	var req driver.TransferRequest
+func parseSendRequest(request *structpb.Struct) (forward.TransferRequest, error) {
+	var req forward.TransferRequest
 	for name, value := range request.GetFields() {
 		text, ok := value.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return req, fmt.Errorf("field %q is not a string", driver.Bounded(name))
+			return req, fmt.Errorf("field %q is not a string", rules.Bounded(name))
 		}
 		switch name {
 		case fieldSnapshot:
@@ -208,7 +210,7 @@ func parseSendRequest(request *structpb.Struct) (driver.TransferRequest, error) 
 		case fieldResumeToken:
 			req.ResumeToken = text.StringValue
 		default:
-			return req, fmt.Errorf("unknown field %q", driver.Bounded(name))
+			return req, fmt.Errorf("unknown field %q", rules.Bounded(name))
 		}
 	}
 	if req.SnapshotID == "" {
@@ -217,13 +219,13 @@ func parseSendRequest(request *structpb.Struct) (driver.TransferRequest, error) 
 	return req, nil
 }
 
-// Open implements driver.Transfers: it asks the snapshot's node for the
+// Open implements forward.Transfers: it asks the snapshot's node for the
 // stream and waits for its first chunk, so that a refusal comes back here,
 // before anything is received.
-func (c *Client) Open(ctx context.Context, req driver.TransferRequest) (io.ReadCloser, error) {
-	nodeID, _, _, err := driver.ParseSnapshotID(req.SnapshotID)
+func (c *Client) Open(ctx context.Context, req forward.TransferRequest) (io.ReadCloser, error) {
+	nodeID, _, _, err := rules.ParseSnapshotID(req.SnapshotID)
 	if err != nil {
-		return nil, status.Errorf(codes.NotFound, "snapshot %q: %v", driver.Bounded(req.SnapshotID), err)
+		return nil, status.Errorf(codes.NotFound, "snapshot %q: %v", rules.Bounded(req.SnapshotID), err)
 	}
 	conn, err := c.Dial(ctx, nodeID)
 	if err != nil {

@@ -13,14 +13,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/forward"
 	"github.com/zfs-csi/zfs-csi/peer"
 	"github.com/zfs-csi/zfs-csi/peer/peertest"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
-var props = driver.NewUserProps("zfs.csi.dev")
+var props = rules.NewUserProps("zfs.csi.dev")
 
 // twoNodes is node-a serving its fake pool's snapshots and node-b's client.
 type twoNodes struct {
@@ -44,7 +45,7 @@ func newTwoNodesServing(t testing.TB, maxStreams int, serving func(*zfstest.Fake
 		mustDo(t, fake.Create(t.Context(), "tank/csi", zfs.CreateOptions{}))
 	}
 	server := peer.NewServer(peer.Config{NodeID: "node-a", CertFile: aFiles.Cert, KeyFile: aFiles.Key, CAFile: aFiles.CA}, zerolog.Nop())
-	cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
 	peer.NewTransfer(cfg, serving(nodes.a), maxStreams).Register(server)
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	mustDo(t, err)
@@ -76,7 +77,7 @@ func volume(t testing.TB, fake *zfstest.Fake, dataset string, opts zfs.CreateOpt
 }
 
 // pull receives what node-a sends for req into node-b's dataset.
-func (n twoNodes) pull(t *testing.T, req driver.TransferRequest, dataset string) error {
+func (n twoNodes) pull(t *testing.T, req forward.TransferRequest, dataset string) error {
 	t.Helper()
 	stream, err := n.client.Open(t.Context(), req)
 	if err != nil {
@@ -89,7 +90,7 @@ func (n twoNodes) pull(t *testing.T, req driver.TransferRequest, dataset string)
 func TestAPeerPullsASnapshotOfTheNodesOwnVolume(t *testing.T) {
 	nodes := newTwoNodes(t, 0)
 	volume(t, nodes.a, "tank/csi/pvc-a", zfs.CreateOptions{})
-	if err := nodes.pull(t, driver.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"}, "tank/csi/copy"); err != nil {
+	if err := nodes.pull(t, forward.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"}, "tank/csi/copy"); err != nil {
 		t.Fatalf("pull: %v", err)
 	}
 	row, err := zfs.Get(t.Context(), nodes.b, "tank/csi/copy@snap-1", nil)
@@ -115,7 +116,7 @@ func TestOnlySnapshotsPassingTheOwnershipGuardAreSent(t *testing.T) {
 		{"an incremental from another volume's snapshot", "node-a:tank/csi/pvc-a@snap-1", "node-a:tank/csi/unmanaged@snap-1"},
 	} {
 		t.Run(tc.name+" is NOT_FOUND and nothing arrives", func(t *testing.T) {
-			req := driver.TransferRequest{SnapshotID: tc.snapshotID, FromSnapshotID: tc.from}
+			req := forward.TransferRequest{SnapshotID: tc.snapshotID, FromSnapshotID: tc.from}
 			err := nodes.pull(t, req, "tank/csi/copy")
 			if status.Code(err) != codes.NotFound {
 				t.Errorf("pull: %v, want NOT_FOUND", err)
@@ -132,7 +133,7 @@ func TestAnEncryptedVolumeTravelsRawAndArrivesLocked(t *testing.T) {
 	key := []byte("correct horse battery")
 	volume(t, nodes.a, "tank/csi/secret", zfs.CreateOptions{Key: key, Properties: map[string]string{
 		"encryption": "on", "keyformat": "passphrase", "keylocation": "prompt"}})
-	mustDo(t, nodes.pull(t, driver.TransferRequest{SnapshotID: "node-a:tank/csi/secret@snap-1"}, "tank/csi/copy"))
+	mustDo(t, nodes.pull(t, forward.TransferRequest{SnapshotID: "node-a:tank/csi/secret@snap-1"}, "tank/csi/copy"))
 	row, err := zfs.GetWithKeyStatus(t.Context(), nodes.b, "tank/csi/copy", nil)
 	if err != nil || row.KeyStatus != "unavailable" {
 		t.Fatalf("node-b's copy: keystatus %q (%v), want encrypted with its key not loaded", row.KeyStatus, err)
@@ -157,7 +158,7 @@ func TestAResumeTokenIsCheckedAgainstTheSnapshotItResumes(t *testing.T) {
 	token, err := nodes.b.ResumeToken(t.Context(), "tank/csi/stolen")
 	mustDo(t, err)
 
-	err = nodes.pull(t, driver.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1", ResumeToken: token}, "tank/csi/stolen")
+	err = nodes.pull(t, forward.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1", ResumeToken: token}, "tank/csi/stolen")
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "tank/private@keys") {
 		t.Errorf("a token of another snapshot: %v, want PERMISSION_DENIED naming what the token asked for", err)
 	}
@@ -176,7 +177,7 @@ func TestStreamsBeyondTheLimitAreRefusedAsResourceExhausted(t *testing.T) {
 	release := nodes.a.Stall("Send")
 	first := make(chan error, 1)
 	go func() {
-		stream, err := nodes.client.Open(t.Context(), driver.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"})
+		stream, err := nodes.client.Open(t.Context(), forward.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"})
 		if err == nil {
 			_, err = io.Copy(io.Discard, stream)
 			stream.Close()
@@ -190,7 +191,7 @@ func TestStreamsBeyondTheLimitAreRefusedAsResourceExhausted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	_, err := nodes.client.Open(ctx, driver.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"})
+	_, err := nodes.client.Open(ctx, forward.TransferRequest{SnapshotID: "node-a:tank/csi/pvc-a@snap-1"})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a second stream while one runs: %v, want RESOURCE_EXHAUSTED", err)
 	}
@@ -216,7 +217,7 @@ func TestAResumeTokenCannotMakeAnEncryptedVolumeLeaveDecrypted(t *testing.T) {
 	if token == "" {
 		t.Fatal("no partial receive to resume")
 	}
-	err = nodes.pull(t, driver.TransferRequest{SnapshotID: "node-a:tank/csi/secret@snap-1", ResumeToken: token}, "tank/csi/forged")
+	err = nodes.pull(t, forward.TransferRequest{SnapshotID: "node-a:tank/csi/secret@snap-1", ResumeToken: token}, "tank/csi/forged")
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "raw") {
 		t.Errorf("a token asking for a decrypted send: %v, want PERMISSION_DENIED saying it leaves only raw", err)
 	}

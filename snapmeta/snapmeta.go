@@ -26,7 +26,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -37,15 +38,15 @@ const DefaultMaxResults = 4096
 // Server implements csi.SnapshotMetadataServer.
 type Server struct {
 	csi.UnimplementedSnapshotMetadataServer
-	cfg   driver.Config
+	cfg   rules.Config
 	zfs   zfs.Interface
-	props driver.UserProps
-	owner driver.Owner
+	props rules.UserProps
+	owner rules.Owner
 }
 
 // New returns the service for cfg's node over z.
-func New(cfg driver.Config, z zfs.Interface) *Server {
-	return &Server{cfg: cfg, zfs: z, props: driver.NewUserProps(cfg.DriverName), owner: driver.NewOwner(cfg)}
+func New(cfg rules.Config, z zfs.Interface) *Server {
+	return &Server{cfg: cfg, zfs: z, props: rules.NewUserProps(cfg.DriverName), owner: rules.NewOwner(cfg)}
 }
 
 // GetMetadataAllocated implements csi.SnapshotMetadataServer: the ranges a
@@ -54,7 +55,7 @@ func (s *Server) GetMetadataAllocated(req *csi.GetMetadataAllocatedRequest, stre
 	ctx := stream.Context()
 	target, err := s.zvolSnapshot(ctx, "snapshot_id", req.GetSnapshotId())
 	if err != nil {
-		return driver.Status(err)
+		return rpc.Status(err)
 	}
 	out, err := newExtents(target, req.GetStartingOffset(), req.GetMaxResults(), func(extents []*csi.BlockMetadata) error {
 		return stream.Send(&csi.GetMetadataAllocatedResponse{BlockMetadataType: csi.BlockMetadataType_VARIABLE_LENGTH,
@@ -63,7 +64,7 @@ func (s *Server) GetMetadataAllocated(req *csi.GetMetadataAllocatedRequest, stre
 	if err != nil {
 		return err
 	}
-	return driver.Status(out.finish(s.zfs.VolumeRanges(ctx, target.name, "", func(r zfs.StreamRange) error {
+	return rpc.Status(out.finish(s.zfs.VolumeRanges(ctx, target.name, "", func(r zfs.StreamRange) error {
 		if r.Freed {
 			return nil // a hole: nothing allocated
 		}
@@ -78,11 +79,11 @@ func (s *Server) GetMetadataDelta(req *csi.GetMetadataDeltaRequest, stream csi.S
 	ctx := stream.Context()
 	base, err := s.zvolSnapshot(ctx, "base_snapshot_id", req.GetBaseSnapshotId())
 	if err != nil {
-		return driver.Status(err)
+		return rpc.Status(err)
 	}
 	target, err := s.zvolSnapshot(ctx, "target_snapshot_id", req.GetTargetSnapshotId())
 	if err != nil {
-		return driver.Status(err)
+		return rpc.Status(err)
 	}
 	switch {
 	case base.volume != target.volume:
@@ -108,7 +109,7 @@ func (s *Server) GetMetadataDelta(req *csi.GetMetadataDeltaRequest, stream csi.S
 	if errors.Is(err, zfs.ErrInvalid) {
 		return status.Errorf(codes.InvalidArgument, "base %q is not an earlier snapshot of the target's volume: %v", req.GetBaseSnapshotId(), err)
 	}
-	return driver.Status(out.finish(err))
+	return rpc.Status(out.finish(err))
 }
 
 // allocation reads the extents a snapshot holds data in: one full send.

@@ -14,7 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -27,16 +28,16 @@ const (
 type harness struct {
 	t      *testing.T
 	fake   *zfstest.Fake
-	props  driver.UserProps
+	props  rules.UserProps
 	client csi.SnapshotMetadataClient
 }
 
 // newHarness serves the service on a socket, over a fake pool with a 1 MiB
 // zvol (16 KiB blocks) and a dataset under tank/csi.
 func newHarness(t *testing.T) *harness {
-	cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: node, ParentDatasets: []string{"tank/csi"}}
+	cfg := rules.Config{DriverName: "zfs.csi.dev", NodeID: node, ParentDatasets: []string{"tank/csi"}}
 	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
-	props := driver.NewUserProps(cfg.DriverName)
+	props := rules.NewUserProps(cfg.DriverName)
 	ctx := context.Background()
 	for _, step := range []error{
 		fake.Create(ctx, "tank/csi", zfs.CreateOptions{}),
@@ -48,7 +49,7 @@ func newHarness(t *testing.T) *harness {
 			t.Fatal(step)
 		}
 	}
-	server := driver.NewServer(zerolog.Nop(), driver.Services{SnapshotMetadata: New(cfg, fake)})
+	server := rpc.NewServer(zerolog.Nop(), rpc.Services{SnapshotMetadata: New(cfg, fake)})
 	socket := filepath.Join(t.TempDir(), "csi.sock")
 	if err := server.Listen("unix://" + socket); err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func (h *harness) snapshot(dataset, name string) string {
 	if err := h.fake.Snapshot(context.Background(), dataset+"@"+name, map[string]string{h.props.SnapshotName: name}); err != nil {
 		h.t.Fatal(err)
 	}
-	return driver.SnapshotID(node, dataset+"@"+name)
+	return rules.SnapshotID(node, dataset+"@"+name)
 }
 
 type extent struct{ offset, size int64 }

@@ -12,7 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // commands are the calls ctl makes, by command name.
@@ -259,12 +260,12 @@ func moveVolume(ctx context.Context, c *clients, r *request) (proto.Message, err
 		return nil, err
 	}
 	request.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{info.GetAccessibleTopology()}}
-	method := driver.OperatorMoveRound
+	method := rpc.OperatorMoveRound
 	if r.final {
-		method = driver.OperatorMoveFinal
+		method = rpc.OperatorMoveFinal
 	}
 	response := &csi.CreateVolumeResponse{}
-	if err := c.operator.Invoke(ctx, "/"+driver.OperatorService+"/"+method, request, response); err != nil {
+	if err := c.operator.Invoke(ctx, "/"+rpc.OperatorService+"/"+method, request, response); err != nil {
 		return nil, err
 	}
 	return response, nil
@@ -352,8 +353,8 @@ func (r *request) nodeCapability(ctx context.Context, c *clients) (*csi.VolumeCa
 			r.volumeContext = volumeContext
 		}
 		if !r.block && r.fsType == "" {
-			r.block = volumeContext[driver.ContextKind] == driver.KindZvol && volumeContext[driver.ContextFSType] == ""
-			r.fsType = volumeContext[driver.ContextFSType]
+			r.block = volumeContext[rules.ContextKind] == rules.KindZvol && volumeContext[rules.ContextFSType] == ""
+			r.fsType = volumeContext[rules.ContextFSType]
 		}
 	}
 	return r.capability()

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // command is one CSI call (or a few, for info) of ctl.
@@ -144,7 +144,7 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	client := &clients{identity: csi.NewIdentityClient(conn), controller: csi.NewControllerClient(conn), node: csi.NewNodeClient(conn),
 		group: csi.NewGroupControllerClient(conn), metadata: csi.NewSnapshotMetadataClient(conn)}
 	if command.operator {
-		if operatorSocket, err = driver.OperatorEndpoint(endpoint, operatorSocket); err != nil {
+		if operatorSocket, err = rpc.OperatorEndpoint(endpoint, operatorSocket); err != nil {
 			return err
 		}
 		if err := reachable(operatorSocket); err != nil {
@@ -223,7 +223,7 @@ func ParseFlags(flags *flag.FlagSet, args []string, usage func(), help string) e
 // cannot reach the daemon are told with what to do, not as gRPC's
 // "connection error" (which the call would otherwise give after retrying).
 func reachable(endpoint string) error {
-	path, err := driver.SocketPath(endpoint)
+	path, err := rpc.SocketPath(endpoint)
 	if err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func reachable(endpoint string) error {
 
 // Dial connects to a CSI unix socket (unix:///path, unix:/path or /path).
 func Dial(endpoint string) (*grpc.ClientConn, error) {
-	path, err := driver.SocketPath(endpoint)
+	path, err := rpc.SocketPath(endpoint)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
-	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -21,14 +21,14 @@ import (
 // socket, for ctl to call.
 type ctlHarness struct {
 	t        *testing.T
-	fixture  *plugintest.Fixture
+	fixture  *wiringtest.Fixture
 	mounter  *nodetest.FakeMounter
 	endpoint string
 }
 
 func newCtlHarness(t *testing.T) *ctlHarness {
 	t.Helper()
-	f := plugintest.New(t)
+	f := wiringtest.New(t)
 	mounter := nodetest.NewFakeMounter()
 	return &ctlHarness{t: t, fixture: f, mounter: mounter, endpoint: f.Serve(mounter)}
 }
@@ -60,7 +60,7 @@ func TestCtlDrivesAVolumeThroughItsLife(t *testing.T) {
 	h := newCtlHarness(t)
 	created := h.ctl("create-volume", "pvc-1", "--size", "2Gi", "--param", "zfs.compression=zstd")
 	volumeID, _ := field(created, "volume", "volume_id").(string)
-	if volumeID != plugintest.NodeID+":tank/csi/pvc-1" || field(created, "volume", "capacity_bytes") != "2147483648" ||
+	if volumeID != wiringtest.NodeID+":tank/csi/pvc-1" || field(created, "volume", "capacity_bytes") != "2147483648" ||
 		field(created, "volume", "volume_context", "kind") != "dataset" {
 		t.Fatalf("create-volume printed %v", created)
 	}
@@ -123,7 +123,7 @@ func TestCtlStagesARawBlockVolumeFromTheKindTheControllerGives(t *testing.T) {
 func TestCtlInfoAndProbeDescribeThePlugin(t *testing.T) {
 	h := newCtlHarness(t)
 	info := h.ctl("info")
-	if field(info, "plugin_info", "name") != "zfs.csi.dev" || field(info, "node_info", "node_id") != plugintest.NodeID {
+	if field(info, "plugin_info", "name") != "zfs.csi.dev" || field(info, "node_info", "node_id") != wiringtest.NodeID {
 		t.Errorf("info printed %v", info)
 	}
 	if capabilities, _ := field(info, "controller_capabilities", "capabilities").([]any); len(capabilities) == 0 {
@@ -150,8 +150,8 @@ func TestCtlWithOutputIDPrintsBareIDsForShellScripts(t *testing.T) {
 	tests := []struct {
 		name, got, want string
 	}{
-		{"create-volume prints the volume ID", volumeID, plugintest.NodeID + ":tank/csi/v1"},
-		{"create-snapshot prints the snapshot ID", snapshotID, plugintest.NodeID + ":tank/csi/v1@s1"},
+		{"create-volume prints the volume ID", volumeID, wiringtest.NodeID + ":tank/csi/v1"},
+		{"create-snapshot prints the snapshot ID", snapshotID, wiringtest.NodeID + ":tank/csi/v1@s1"},
 		{"list-volumes prints one ID a line", run("list-volumes"), volumeID + "\n" + cloneID + "\n"},
 		{"list-snapshots prints one ID a line", run("list-snapshots"), snapshotID + "\n"},
 		{"an empty response prints nothing", run("delete-volume", cloneID), ""},
@@ -286,7 +286,7 @@ func TestCtlTakesGetsAndDeletesAGroupSnapshot(t *testing.T) {
 	groupID, _ := field(created, "group_snapshot", "group_snapshot_id").(string)
 	members, _ := field(created, "group_snapshot", "snapshots").([]any)
 	// Group members have a ZFS name space of their own (not the name itself).
-	if !strings.HasPrefix(groupID, plugintest.NodeID+":tank#") || !strings.Contains(groupID, "nightly") || len(members) != 2 ||
+	if !strings.HasPrefix(groupID, wiringtest.NodeID+":tank#") || !strings.Contains(groupID, "nightly") || len(members) != 2 ||
 		field(created, "group_snapshot", "ready_to_use") != true {
 		t.Fatalf("create-group-snapshot printed %v", created)
 	}
@@ -364,7 +364,7 @@ func TestCtlAdoptsAndReleasesExistingDataOnTheOperatorsSocket(t *testing.T) {
 	}
 	adopted := h.ctl("adopt", "tank/db", "db", "--mode", "retain", "--rename")
 	volume, _ := adopted["volume_id"].(string)
-	if volume != plugintest.NodeID+":tank/csi/db" || adopted["volume_context"].(map[string]any)["kind"] != "dataset" {
+	if volume != wiringtest.NodeID+":tank/csi/db" || adopted["volume_context"].(map[string]any)["kind"] != "dataset" {
 		t.Errorf("adopt printed %v", adopted)
 	}
 	released := h.ctl("release", volume)

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // adoption is what adopt's flags say.
@@ -43,21 +43,21 @@ func adopt(ctx context.Context, c *clients, r *request) (proto.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	fields := map[string]any{driver.AdoptDataset: r.args[0], driver.AdoptName: r.args[1], driver.AdoptMode: r.adopt.mode,
-		driver.AdoptRename: strconv.FormatBool(r.adopt.rename), driver.AdoptFSType: r.fsType,
-		driver.AdoptKeyFromSecrets: strconv.FormatBool(r.adopt.keyFromSecrets)}
+	fields := map[string]any{rpc.AdoptDataset: r.args[0], rpc.AdoptName: r.args[1], rpc.AdoptMode: r.adopt.mode,
+		rpc.AdoptRename: strconv.FormatBool(r.adopt.rename), rpc.AdoptFSType: r.fsType,
+		rpc.AdoptKeyFromSecrets: strconv.FormatBool(r.adopt.keyFromSecrets)}
 	if r.adopt.parent != "" {
-		fields[driver.AdoptParent] = r.adopt.parent
+		fields[rpc.AdoptParent] = r.adopt.parent
 	}
 	if size > 0 {
-		fields[driver.AdoptSize] = strconv.FormatInt(size, 10)
+		fields[rpc.AdoptSize] = strconv.FormatInt(size, 10)
 	}
-	return callOperator(ctx, c, driver.OperatorAdopt, fields)
+	return callOperator(ctx, c, rpc.OperatorAdopt, fields)
 }
 
 // release asks the operator's socket to give a volume back.
 func release(ctx context.Context, c *clients, r *request) (proto.Message, error) {
-	return callOperator(ctx, c, driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: r.args[0]})
+	return callOperator(ctx, c, rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: r.args[0]})
 }
 
 func callOperator(ctx context.Context, c *clients, method string, fields map[string]any) (proto.Message, error) {
@@ -66,7 +66,7 @@ func callOperator(ctx context.Context, c *clients, method string, fields map[str
 		return nil, err
 	}
 	volume := &csi.Volume{}
-	if err := c.operator.Invoke(ctx, "/"+driver.OperatorService+"/"+method, request, volume); err != nil {
+	if err := c.operator.Invoke(ctx, "/"+rpc.OperatorService+"/"+method, request, volume); err != nil {
 		return nil, err
 	}
 	return volume, nil

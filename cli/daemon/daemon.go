@@ -1,5 +1,5 @@
 // Package daemon is zfs-csi's CSI daemon (zfs-csi [serve]): it reads flags
-// and environment, builds the zfs client and, through package plugin, the
+// and environment, builds the zfs client and, through package wiring, the
 // services, and serves them on its sockets with its logger, metrics listener,
 // kubelet registration and service-manager protocol beside.
 package daemon
@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os/signal"
 	"slices"
@@ -18,19 +17,17 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/controller"
-	"github.com/zfs-csi/zfs-csi/driver"
-	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/peer"
-	"github.com/zfs-csi/zfs-csi/plugin"
-	"github.com/zfs-csi/zfs-csi/zfs"
+	"github.com/zfs-csi/zfs-csi/rules"
+	"github.com/zfs-csi/zfs-csi/wiring"
 )
 
 // options are the daemon's settings; every flag can also come from the
 // environment variable named next to it.
 type options struct {
-	driver.Config
+	rules.Config
 	endpoint     string
 	logLevel     string
 	logFormat    string
@@ -71,7 +68,7 @@ func Rules() (*flag.FlagSet, []envflag.Rule) {
 // unit's EnvironmentFile there) and checks every setting before anything
 // starts: a wrong one is a ConfigError of one line.
 func parseOptions(version string, args []string, stderr io.Writer) (options, error) {
-	opts := options{Config: driver.Config{Version: version}}
+	opts := options{Config: rules.Config{Version: version}}
 	flags, rules, complete := declareFlags(&opts)
 	if err := envflag.Parse(flags, args, envflag.Environment(), rules, stderr); err != nil {
 		return opts, err
@@ -82,7 +79,7 @@ func parseOptions(version string, args []string, stderr io.Writer) (options, err
 // declareFlags declares the daemon's flags into opts, and their rules;
 // complete, after envflag.Parse, fills in what the flags do not set
 // directly and checks what the settings must be together.
-func declareFlags(opts *options) (flags *flag.FlagSet, rules []envflag.Rule, complete func() error) {
+func declareFlags(opts *options) (flags *flag.FlagSet, flagRules []envflag.Rule, complete func() error) {
 	flags = flag.NewFlagSet("zfs-csi", flag.ContinueOnError)
 	driverRules, completeConfig := envflag.DeclareDriverConfig(flags, &opts.Config)
 	envflag.Endpoint(flags, &opts.endpoint)
@@ -96,15 +93,15 @@ func declareFlags(opts *options) (flags *flag.FlagSet, rules []envflag.Rule, com
 	flags.Int64Var(&opts.node.MaxVolumesPerNode, "max-volumes-per-node", 0, "volumes the CO may place on this node, 0 for no limit [ZFS_CSI_MAX_VOLUMES_PER_NODE]")
 	flags.DurationVar(&opts.node.DeviceTimeout, "device-timeout", node.DefaultDeviceTimeout, "how long staging waits for a zvol's device (its /dev/zvol link, or the node that names it) [ZFS_CSI_DEVICE_TIMEOUT]")
 	flags.BoolVar(&opts.kubernetes, "kubernetes", false, "also serve at <kubelet-dir>/plugins/<driver-name>/csi.sock and register with kubelet [ZFS_CSI_KUBERNETES]")
-	flags.StringVar(&opts.kubeletDir, "kubelet-dir", driver.DefaultKubeletDir, "kubelet's root directory: staging and target paths may lie below it; with --kubernetes the socket kubelet finds [ZFS_CSI_KUBELET_DIR]")
+	flags.StringVar(&opts.kubeletDir, "kubelet-dir", rules.DefaultKubeletDir, "kubelet's root directory: staging and target paths may lie below it; with --kubernetes the socket kubelet finds [ZFS_CSI_KUBELET_DIR]")
 	flags.StringVar(&opts.nomadDataDir, "nomad-data-dir", node.DefaultNomadDataDir, "the Nomad client's data_dir: staging and target paths may lie below it [ZFS_CSI_NOMAD_DATA_DIR]")
 	allowPaths := &envflag.List{}
 	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
 	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
 	peerRules, completePeer := declarePeerFlags(flags, &opts.peer)
 	operatorRules := declareOperatorFlags(flags, &opts.AllowMoves, &opts.operatorSocket)
-	rules = slices.Concat(driverRules, settingRules(opts), peerRules, operatorRules)
-	return flags, rules, func() error {
+	flagRules = slices.Concat(driverRules, settingRules(opts), peerRules, operatorRules)
+	return flags, flagRules, func() error {
 		if err := completeConfig(envflag.Environment()); err != nil {
 			return err
 		}
@@ -178,74 +175,25 @@ func Run(version string, args []string, stderr io.Writer) error {
 	defer stop()
 	level.followSignals(ctx, log)
 
-	var z *zfs.Exec
-	telemetry, err := newTelemetry(log, opts, func(ctx context.Context) (metrics.State, error) { return metricsState(ctx, z, opts.Config) })
+	var daemon *wiring.Daemon
+	telemetry, err := newTelemetry(log, opts, func(ctx context.Context) (metrics.State, error) { return daemon.ReadMetrics(ctx) })
 	if err != nil {
 		return err
 	}
-	z = zfs.NewExec(zfs.ExecConfig{Logger: log, OnCommand: telemetry.onCommand()})
-	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = inventory.CheckParents(startCtx, z, opts.Config)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("cannot start: %w", err)
-	}
-	csiPlugin, err := plugin.New(opts.Config, z, node.NewMounter(log), log, opts.node)
+	daemon, err = wiring.NewDaemon(ctx, wiring.DaemonOptions{
+		Config: opts.Config, Log: log, Endpoint: opts.endpoint, OperatorSocket: opts.operatorSocket, Node: opts.node,
+		Kubernetes: opts.kubernetes, KubeletDir: opts.kubeletDir, Peer: opts.peer,
+		ReapInterval: opts.reapInterval, StopTimeout: opts.stopTimeout,
+		Interceptors: telemetry.interceptors(), OnCommand: telemetry.onCommand(),
+		Ready: func(sockets []string) { notifyReady(log, sockets) },
+		Stopping: func(ctx context.Context) {
+			telemetry.stop(ctx)
+			notify(log, notifyStoppingLine, notifyStatusLine("stopping"))
+		},
+	})
 	if err != nil {
 		return err
 	}
-	peers, err := csiPlugin.ConnectPeers(opts.peer, log)
-	if err != nil {
-		return err
-	}
-	csiPlugin.ForwardCalls(opts.Config, peers)
-	server := driver.NewServer(log, csiPlugin.Services, telemetry.interceptors()...)
-	if err := server.Listen(opts.endpoint); err != nil {
-		return err
-	}
-	operator, err := startOperator(log, csiPlugin, opts.endpoint, opts.operatorSocket, telemetry.interceptors()...)
-	if err != nil {
-		server.Stop(ctx)
-		return err
-	}
-	kubelet, err := startKubelet(log, opts, csiPlugin.Services, telemetry.interceptors()...)
-	if err != nil {
-		server.Stop(ctx)
-		return err
-	}
-	if peers != nil {
-		go func() {
-			if err := peers.Serve(); err != nil {
-				log.Error().Err(err).Msg("peer channel stopped")
-			}
-		}()
-	}
-	go csiPlugin.Controller.RunReaper(ctx, opts.reapInterval)
 	go telemetry.serve(log)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		<-ctx.Done()
-		log.Info().Msg("stopping")
-		csiPlugin.Controller.Close()
-		stopCtx, cancel := context.WithTimeout(context.Background(), opts.stopTimeout)
-		defer cancel()
-		telemetry.stop(stopCtx)
-		if peers != nil {
-			peers.Stop(stopCtx)
-		}
-		operator.Stop(stopCtx)
-		stopServing(stopCtx, log, kubelet, server)
-	}()
-	log.Info().Str("driver", opts.DriverName).Str("version", version).Str("node", opts.NodeID).
-		Strs("parents", opts.ParentDatasets).Msg("started")
-	notifyReady(log, opts)
-	if err := server.Serve(); err != nil {
-		return err
-	}
-	// Serve returns as soon as the gRPC server stops, before the sockets are
-	// removed: wait, or a restart finds them left behind and kubelet keeps
-	// a registration whose plugin is gone.
-	<-stopped
-	return nil
+	return daemon.Run(ctx)
 }

@@ -6,12 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rs/zerolog"
-	"google.golang.org/grpc"
-
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
-	"github.com/zfs-csi/zfs-csi/driver"
-	"github.com/zfs-csi/zfs-csi/plugin"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // declareOperatorFlags declares the settings of the acts only the host's
@@ -26,7 +22,7 @@ func declareOperatorFlags(flags *flag.FlagSet, allowMoves *bool, socket *string)
 			if value.(string) == "" {
 				return nil
 			}
-			_, err := driver.SocketPath(value.(string))
+			_, err := rpc.SocketPath(value.(string))
 			return err
 		}}},
 	}
@@ -39,11 +35,11 @@ func declareOperatorFlags(flags *flag.FlagSet, allowMoves *bool, socket *string)
 // among them (a test's temporary directory is one). Checked with the other
 // settings, before anything starts.
 func checkOperatorSocket(endpoint, socket string, orchestratorDirs []string) error {
-	operator, err := driver.OperatorEndpoint(endpoint, socket)
+	operator, err := rpc.OperatorEndpoint(endpoint, socket)
 	if err != nil {
 		return envflag.ConfigError{Err: err}
 	}
-	path, _ := driver.SocketPath(operator)
+	path, _ := rpc.SocketPath(operator)
 	for _, dir := range orchestratorDirs {
 		if rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path)); err == nil && !strings.HasPrefix(rel, "..") {
 			return envflag.ConfigError{Err: fmt.Errorf("the operator's socket %s lies in %s, where an orchestrator reaches: "+
@@ -51,22 +47,4 @@ func checkOperatorSocket(endpoint, socket string, orchestratorDirs []string) err
 		}
 	}
 	return nil
-}
-
-// startOperator listens on the operator's socket and serves it.
-func startOperator(log zerolog.Logger, p *plugin.Plugin, endpoint, socket string, extra ...grpc.UnaryServerInterceptor) (*driver.Server, error) {
-	operator, err := driver.OperatorEndpoint(endpoint, socket)
-	if err != nil {
-		return nil, err
-	}
-	server := p.OperatorServer(log, extra...)
-	if err := server.Listen(operator); err != nil {
-		return nil, err
-	}
-	go func() {
-		if err := server.Serve(); err != nil {
-			log.Error().Err(err).Msg("the operator's socket stopped")
-		}
-	}()
-	return server, nil
 }

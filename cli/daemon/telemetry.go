@@ -23,10 +23,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 
-	"github.com/zfs-csi/zfs-csi/driver"
-	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/metrics"
-	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // telemetry is the metrics listener; a nil *telemetry (metrics off) does nothing.
@@ -132,27 +129,4 @@ func (t *telemetry) stop(ctx context.Context) {
 	if t != nil {
 		t.server.Shutdown(ctx)
 	}
-}
-
-// metricsState reads what the pool and volume metrics show: one zfs list of
-// the volumes (not their snapshots) and one zpool list per pool.
-func metricsState(ctx context.Context, z zfs.Interface, cfg driver.Config) (metrics.State, error) {
-	inv, err := inventory.ReadVolumes(ctx, z, cfg)
-	if err != nil {
-		return metrics.State{}, err
-	}
-	state := metrics.State{Pools: inv.Pools, ReaperBacklog: inv.ReaperBacklog()}
-	for _, parent := range inv.Parents {
-		if parent.Exists {
-			state.Parents = append(state.Parents, metrics.Parent{Name: parent.Name, Pool: parent.Pool, Available: parent.Available, Used: parent.Used})
-		}
-	}
-	for _, volume := range inv.Live() {
-		state.Volumes = append(state.Volumes, metrics.Volume{
-			ID: volume.ID, CSIName: volume.CSIName, Kind: volume.Kind, PVCNamespace: volume.PVCNamespace, PVCName: volume.PVCName,
-			Capacity: volume.Capacity, LogicalUsed: volume.LogicalUsed, Referenced: volume.Referenced,
-			UsedBySnapshots: volume.UsedBySnapshots, CompressRatio: volume.CompressRatio,
-		})
-	}
-	return state, nil
 }

@@ -15,16 +15,17 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/metrics"
-	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/wiring"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 )
 
 func TestAScrapeAfterACreateSnapshotDeleteCycleShowsCallsAndVolumes(t *testing.T) {
-	f := plugintest.New(t)
+	f := wiringtest.New(t)
 	m := metrics.New(metrics.Config{DriverName: "zfs.csi.dev", Version: "test", WithoutProcessMetrics: true,
-		Read: func(ctx context.Context) (metrics.State, error) { return metricsState(ctx, f.Fake, f.Config) }})
-	server := driver.NewServer(zerolog.Nop(), driver.Services{Controller: f.Controller}, m.UnaryInterceptor())
+		Read: func(ctx context.Context) (metrics.State, error) { return wiring.MetricsState(ctx, f.Fake, f.Config) }})
+	server := rpc.NewServer(zerolog.Nop(), rpc.Services{Controller: f.Controller}, m.UnaryInterceptor())
 	endpoint := "unix://" + filepath.Join(t.TempDir(), "csi.sock")
 	if err := server.Listen(endpoint); err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestAScrapeAfterACreateSnapshotDeleteCycleShowsCallsAndVolumes(t *testing.T
 	create := func(name string) string {
 		response, err := client.CreateVolume(t.Context(), &csi.CreateVolumeRequest{Name: name,
 			CapacityRange:      &csi.CapacityRange{RequiredBytes: 1 << 30},
-			VolumeCapabilities: []*csi.VolumeCapability{plugintest.Mount("")},
+			VolumeCapabilities: []*csi.VolumeCapability{wiringtest.Mount("")},
 			Parameters:         map[string]string{"csi.storage.k8s.io/pvc/namespace": "shop", "csi.storage.k8s.io/pvc/name": name}})
 		if err != nil {
 			t.Fatal(err)
@@ -49,7 +50,7 @@ func TestAScrapeAfterACreateSnapshotDeleteCycleShowsCallsAndVolumes(t *testing.T
 		return response.GetVolume().GetVolumeId()
 	}
 	kept, held := create("kept"), create("held")
-	if err := f.Fake.Write(plugintest.Dataset(kept), 3<<20); err != nil {
+	if err := f.Fake.Write(wiringtest.Dataset(kept), 3<<20); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.CreateSnapshot(t.Context(), &csi.CreateSnapshotRequest{Name: "snap", SourceVolumeId: held}); err != nil {

@@ -23,8 +23,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/metrics"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 func TestTheMetricsListenerWithTLSAndBasicAuth(t *testing.T) {
@@ -166,7 +166,7 @@ func startTelemetry(t *testing.T, opts options) (string, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel)
-	opts.Config = driver.Config{DriverName: "zfs.csi.dev", Version: "test"}
+	opts.Config = rules.Config{DriverName: "zfs.csi.dev", Version: "test"}
 	telemetry, err := newTelemetry(log, opts, func(context.Context) (metrics.State, error) { return metrics.State{}, nil })
 	if err != nil {
 		t.Fatal(err)

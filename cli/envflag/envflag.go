@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // List is a repeatable flag; from the environment it is comma-separated.
@@ -31,13 +31,13 @@ func (l *List) Set(value string) error {
 // driver's, shared by the daemon and the operator commands; finish, after
 // parsing, sets every flag the command line left alone from source (Apply)
 // and validates cfg, saying where the settings were read when one is wrong.
-func DriverConfig(flags *flag.FlagSet, cfg *driver.Config) (finish func(source Source) error) {
-	rules, complete := DeclareDriverConfig(flags, cfg)
+func DriverConfig(flags *flag.FlagSet, cfg *rules.Config) (finish func(source Source) error) {
+	flagRules, complete := DeclareDriverConfig(flags, cfg)
 	return func(source Source) error {
-		if err := source.apply(flags, rules); err != nil {
+		if err := source.apply(flags, flagRules); err != nil {
 			return err
 		}
-		if err := source.check(flags, rules); err != nil {
+		if err := source.check(flags, flagRules); err != nil {
 			return err
 		}
 		return complete(source)
@@ -47,25 +47,25 @@ func DriverConfig(flags *flag.FlagSet, cfg *driver.Config) (finish func(source S
 // DeclareDriverConfig registers DriverConfig's flags and gives their rules;
 // complete, once they were parsed and checked, fills cfg and checks what
 // the settings must be together (IDs that fit in 128 bytes).
-func DeclareDriverConfig(flags *flag.FlagSet, cfg *driver.Config) (rules []Rule, complete func(source Source) error) {
+func DeclareDriverConfig(flags *flag.FlagSet, cfg *rules.Config) (flagRules []Rule, complete func(source Source) error) {
 	hostname, _ := os.Hostname()
 	parents := &List{}
 	flags.StringVar(&cfg.DriverName, "driver-name", "zfs.csi.dev", "CSI driver name [ZFS_CSI_DRIVER_NAME]")
 	flags.StringVar(&cfg.NodeID, "node-id", hostname, "this node's ID (default: the hostname) [ZFS_CSI_NODE_ID]")
 	flags.Var(parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
-	rules = []Rule{
+	flagRules = []Rule{
 		{Flag: "driver-name", Check: DriverName},
 		{Flag: "node-id", Check: Check{Allowed: "1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit", Test: func(value any) error {
-			return refused(validField(func(c *driver.Config) { c.NodeID = value.(string) }))
+			return refused(validField(func(c *rules.Config) { c.NodeID = value.(string) }))
 		}}},
 		{Flag: "parent-dataset", Check: Check{Allowed: "one or more parent dataset names (pool/path), none twice", Test: func(value any) error {
 			if len(value.([]string)) == 0 {
 				return ErrNotAllowed
 			}
-			return validField(func(c *driver.Config) { c.ParentDatasets = value.([]string) })
+			return validField(func(c *rules.Config) { c.ParentDatasets = value.([]string) })
 		}}},
 	}
-	return rules, func(source Source) error {
+	return flagRules, func(source Source) error {
 		cfg.ParentDatasets = *parents
 		if err := cfg.Validate(); err != nil {
 			return ConfigError{Err: fmt.Errorf("%w (%s)", err, source.Describe())}
@@ -76,13 +76,13 @@ func DeclareDriverConfig(flags *flag.FlagSet, cfg *driver.Config) (rules []Rule,
 
 // DriverName is a CSI driver name the daemon can have.
 var DriverName = Check{Allowed: "a lower-case domain name of at most 63 characters", Test: func(value any) error {
-	return refused(validField(func(c *driver.Config) { c.DriverName = value.(string) }))
+	return refused(validField(func(c *rules.Config) { c.DriverName = value.(string) }))
 }}
 
-// validField checks one field of driver.Config by its own Validate, the
+// validField checks one field of rules.Config by its own Validate, the
 // other fields set to values it allows.
-func validField(set func(*driver.Config)) error {
-	cfg := driver.Config{DriverName: "zfs.csi.dev", NodeID: "node", ParentDatasets: []string{"pool/csi"}}
+func validField(set func(*rules.Config)) error {
+	cfg := rules.Config{DriverName: "zfs.csi.dev", NodeID: "node", ParentDatasets: []string{"pool/csi"}}
 	set(&cfg)
 	return cfg.Validate()
 }

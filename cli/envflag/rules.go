@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // Check is what a setting's value must be. Allowed says it in the words of
@@ -121,9 +121,9 @@ func ParseLogLevel(level string) (zerolog.Level, error) {
 }
 
 // UnixEndpoint is a CSI endpoint the commands can serve or reach: a unix
-// socket (driver.SocketPath).
+// socket (rpc.SocketPath).
 var UnixEndpoint = Check{Allowed: "unix:///ABSOLUTE/PATH", Test: func(value any) error {
-	_, err := driver.SocketPath(value.(string))
+	_, err := rpc.SocketPath(value.(string))
 	return err
 }}
 

@@ -33,7 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // bridgeDialTimeout bounds the connection to the daemon; a daemon that is
@@ -61,7 +61,7 @@ func Run(args []string, _, stderr io.Writer) error {
 		return envflag.ConfigError{Err: err}
 	}
 	cfg := s.host
-	if cfg.Target, err = driver.SocketPath(s.endpoint); err != nil {
+	if cfg.Target, err = rpc.SocketPath(s.endpoint); err != nil {
 		return envflag.ConfigError{Err: err}
 	}
 	// What newNomadAPI refuses is the agent's address and TLS files: the
@@ -89,18 +89,18 @@ type bridge struct {
 // newBridge listens at once, so that a caller knows the socket exists
 // when it returns.
 func newBridge(listen, target string, log zerolog.Logger) (*bridge, error) {
-	listenPath, err := driver.SocketPath(listen)
+	listenPath, err := rpc.SocketPath(listen)
 	if err != nil {
 		return nil, err
 	}
-	targetPath, err := driver.SocketPath(target)
+	targetPath, err := rpc.SocketPath(target)
 	if err != nil {
 		return nil, err
 	}
 	if listenPath == targetPath {
 		return nil, fmt.Errorf("the bridge would forward %s to itself", listenPath)
 	}
-	listener, file, err := driver.ListenUnix(listenPath)
+	listener, file, err := rpc.ListenUnix(listenPath)
 	if err != nil {
 		return nil, err
 	}

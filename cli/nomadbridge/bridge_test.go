@@ -15,10 +15,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
-	"github.com/zfs-csi/zfs-csi/plugin"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
+	"github.com/zfs-csi/zfs-csi/wiring"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -38,12 +39,12 @@ type bridgeFixture struct {
 func startDaemon(t *testing.T, fake *zfstest.Fake, socket string) func() {
 	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t))
-	cfg := driver.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
-	served, err := plugin.New(cfg, fake, nodetest.NewFakeMounter(), log, node.Options{})
+	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
+	served, err := wiring.New(cfg, fake, nodetest.NewFakeMounter(), log, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := driver.NewServer(log, served.Services)
+	server := rpc.NewServer(log, served.Services)
 	if err := server.Listen("unix://" + socket); err != nil {
 		t.Fatal(err)
 	}

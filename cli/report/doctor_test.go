@@ -14,7 +14,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
-	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 )
 
 // daemonConfig makes file the daemon's configuration file (ZFS_CSI_CONFIG)
@@ -35,7 +35,7 @@ func daemonConfig(t *testing.T, lines ...string) {
 
 // doctorOn parses doctor's command line on the fixture's fake pool, mount
 // table and /dev.
-func doctorOn(t *testing.T, f *plugintest.Fixture, args ...string) (*operator, *bytes.Buffer) {
+func doctorOn(t *testing.T, f *wiringtest.Fixture, args ...string) (*operator, *bytes.Buffer) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	op, err := parseDoctor(append([]string{"--mountinfo", f.Host.MountInfo, "--dev-dir", f.Host.DevDir}, args...), &stdout, &stderr)
@@ -47,7 +47,7 @@ func doctorOn(t *testing.T, f *plugintest.Fixture, args ...string) (*operator, *
 }
 
 func TestDoctorLooksWhereTheDaemonsConfigurationSays(t *testing.T) {
-	daemonConfig(t, "ZFS_CSI_PARENT_DATASETS=tank/csi", "ZFS_CSI_NODE_ID="+plugintest.NodeID,
+	daemonConfig(t, "ZFS_CSI_PARENT_DATASETS=tank/csi", "ZFS_CSI_NODE_ID="+wiringtest.NodeID,
 		"ZFS_CSI_KUBELET_DIR=/srv/kubelet", "ZFS_CSI_NOMAD_DATA_DIR=/srv/nomad", "ZFS_CSI_ALLOW_PATHS=/srv/a,/srv/b")
 	f, _ := sampleHost(t)
 	left := []string{"/srv/kubelet/pods/pod-2/volumes/kubernetes.io~csi/pv-gone/mount", "/srv/nomad/client/csi/per-alloc/a1/gone/rw-file-system-single-node-writer",
@@ -86,7 +86,7 @@ func TestDoctorLooksWhereTheDaemonsConfigurationSays(t *testing.T) {
 // A monitoring check runs doctor: it must tell findings from a doctor that
 // could not look, and both from a doctor called wrong.
 func TestDoctorsExitStatusTellsFindingsFromFailures(t *testing.T) {
-	daemonConfig(t, "ZFS_CSI_PARENT_DATASETS=tank/csi", "ZFS_CSI_NODE_ID="+plugintest.NodeID)
+	daemonConfig(t, "ZFS_CSI_PARENT_DATASETS=tank/csi", "ZFS_CSI_NODE_ID="+wiringtest.NodeID)
 	f, _ := sampleHost(t)
 	exitStatus := func(err error) int {
 		var status interface{ ExitStatus() int }

@@ -19,14 +19,14 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // operator is one run of an operator command.
 type operator struct {
-	cfg     driver.Config
+	cfg     rules.Config
 	zfs     zfs.Interface
 	host    inventory.Host
 	json    bool
@@ -155,7 +155,7 @@ func (t *table) flush() error { return t.w.Flush() }
 // kindName is a volume's kind in one word: dataset, zvol/ext4, zvol/block.
 func kindName(volume inventory.Volume) string {
 	switch {
-	case volume.Kind != driver.KindZvol:
+	case volume.Kind != rules.KindZvol:
 		return volume.Kind
 	case volume.FSType == "":
 		return "zvol/block"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
-	"github.com/zfs-csi/zfs-csi/plugin/plugintest"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 )
 
 const (
@@ -20,10 +20,10 @@ const (
 
 // operatorOn builds an operator command's run on the fixture's fake pool,
 // mount table and /dev, parsing args as the command line would.
-func operatorOn(t *testing.T, f *plugintest.Fixture, args ...string) (*operator, *bytes.Buffer) {
+func operatorOn(t *testing.T, f *wiringtest.Fixture, args ...string) (*operator, *bytes.Buffer) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	args = append([]string{"--node-id", plugintest.NodeID, "--parent-dataset", "tank/csi",
+	args = append([]string{"--node-id", wiringtest.NodeID, "--parent-dataset", "tank/csi",
 		"--mountinfo", f.Host.MountInfo, "--dev-dir", f.Host.DevDir}, args...)
 	op, err := parseOperator("test", args, &stdout, &stderr, nil)
 	if err != nil {
@@ -36,13 +36,13 @@ func operatorOn(t *testing.T, f *plugintest.Fixture, args ...string) (*operator,
 
 // sampleHost has a dataset volume staged and published for a PVC, a raw
 // block zvol, and a volume deleted while a snapshot holds it.
-func sampleHost(t *testing.T) (*plugintest.Fixture, map[string]string) {
-	f := plugintest.New(t)
+func sampleHost(t *testing.T) (*wiringtest.Fixture, map[string]string) {
+	f := wiringtest.New(t)
 	ids := map[string]string{
-		"data": f.CreateVolume("pvc-data", 1<<30, plugintest.Mount(""), map[string]string{
+		"data": f.CreateVolume("pvc-data", 1<<30, wiringtest.Mount(""), map[string]string{
 			"csi.storage.k8s.io/pvc/namespace": "shop", "csi.storage.k8s.io/pvc/name": "data"}),
-		"block": f.CreateVolume("pvc-block", 2<<30, plugintest.Block(), nil),
-		"held":  f.CreateVolume("pvc-held", 1<<30, plugintest.Mount(""), nil),
+		"block": f.CreateVolume("pvc-block", 2<<30, wiringtest.Block(), nil),
+		"held":  f.CreateVolume("pvc-held", 1<<30, wiringtest.Mount(""), nil),
 	}
 	ids["snap"] = f.Snapshot("snap-1", ids["held"])
 	f.DeleteVolume(ids["held"])
@@ -134,7 +134,7 @@ func TestStatusSummarisesPoolsParentsAndTheDaemon(t *testing.T) {
 		t.Errorf("report: %+v", report)
 	}
 
-	running := plugintest.New(t)
+	running := wiringtest.New(t)
 	endpoint := running.Serve(nodetest.NewFakeMounter())
 	op, stdout = operatorOn(t, running)
 	if err := op.status(endpoint, filepath.Join(t.TempDir(), "reg.sock")); err != nil {
@@ -169,8 +169,8 @@ func TestDoctorExitsNonZeroAndSaysWhatToDo(t *testing.T) {
 }
 
 func TestANameWithALineBreakStaysInItsRow(t *testing.T) {
-	f := plugintest.New(t)
-	f.CreateVolume("a\nb\tc", 1<<30, plugintest.Mount(""), nil)
+	f := wiringtest.New(t)
+	f.CreateVolume("a\nb\tc", 1<<30, wiringtest.Mount(""), nil)
 	op, stdout := operatorOn(t, f)
 	if err := op.volumes(); err != nil {
 		t.Fatal(err)

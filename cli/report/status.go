@@ -16,10 +16,10 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
-	"github.com/zfs-csi/zfs-csi/cli/daemon/kubelet"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/inventory"
+	"github.com/zfs-csi/zfs-csi/rpc/kubelet"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -28,7 +28,7 @@ func Status(args []string, stdout, stderr io.Writer) error {
 	var endpoint, kubeletDir string
 	op, err := parseOperator("status", args, stdout, stderr, func(flags *flag.FlagSet) {
 		envflag.Endpoint(flags, &endpoint)
-		flags.StringVar(&kubeletDir, "kubelet-dir", driver.DefaultKubeletDir, "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
+		flags.StringVar(&kubeletDir, "kubelet-dir", rules.DefaultKubeletDir, "kubelet's root directory [ZFS_CSI_KUBELET_DIR]")
 	})
 	if err != nil {
 		return err

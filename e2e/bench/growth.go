@@ -15,7 +15,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // growth is section 9: how the driver's costs grow with the number of
@@ -273,7 +273,7 @@ func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate fu
 		}
 		c.made, source = c.made+2, v
 	}
-	_, sourceDataset, err := driver.ParseVolumeID(source.GetVolumeId())
+	_, sourceDataset, err := rules.ParseVolumeID(source.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // config holds the command line.
@@ -122,7 +122,7 @@ func parseConfig() config {
 type bench struct {
 	cfg       config
 	tools     tools
-	props     driver.UserProps
+	props     rules.UserProps
 	templates map[string]template        // argv the driver ran, by what they did (section 6)
 	programs  map[string]programTemplate // channel programs the driver ran, likewise
 	counts    map[string]string          // commands per call, by call (section 6)
@@ -150,7 +150,7 @@ func runBench(cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, tools: t, props: driver.NewUserProps(driverName), templates: map[string]template{}, programs: map[string]programTemplate{},
+	b := &bench{cfg: cfg, tools: t, props: rules.NewUserProps(driverName), templates: map[string]template{}, programs: map[string]programTemplate{},
 		counts: map[string]string{}, rows: map[string][]row{}}
 	ctx := context.Background()
 	b.started = time.Now()

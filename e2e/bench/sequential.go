@@ -10,7 +10,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // item is one comparison of section 1: round i of the driver's call and of
@@ -250,7 +250,7 @@ func (b *bench) sequential(ctx context.Context) error {
 	b.notes = append(b.notes, "section 1 wall time per item: "+strings.Join(walls, ", "))
 	// The deep volume keeps its snapshots (DeleteVolume would only hide it):
 	// both sides go with zfs destroy -r.
-	_, deepDataset, err := driver.ParseVolumeID(deep.GetVolumeId())
+	_, deepDataset, err := rules.ParseVolumeID(deep.GetVolumeId())
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // The template of section 9's volumes: one thin dataset the driver made,
@@ -77,7 +77,7 @@ func (b *bench) thinTemplate(ctx context.Context) (thinTemplate, error) {
 	if err != nil {
 		return thinTemplate{}, err
 	}
-	_, dataset, err := driver.ParseVolumeID(volume.GetVolumeId())
+	_, dataset, err := rules.ParseVolumeID(volume.GetVolumeId())
 	if err != nil {
 		return thinTemplate{}, err
 	}

@@ -21,7 +21,7 @@ SANITY_SKIP=(
 	# reflect.DeepEqual, and the node's message carries a protobuf sizeCache
 	# set when the request marshalled it: no answer can pass. The controller
 	# unit tests check the same with proto.Equal
-	# (TestSnapshotsAreUsableOnTheirNodeOnly); plugin/sanity_test.go skips it too.
+	# (TestSnapshotsAreUsableOnTheirNodeOnly); wiring/sanity_test.go skips it too.
 	'should succeed when creating a snapshot with accessibility requirements'
 )
 

@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // Encrypted data is adopted with its key where the operator chooses. Kept
@@ -40,8 +41,8 @@ func TestAnEncryptedDatasetIsAdoptedWithItsKeyWhereTheOperatorChooses(t *testing
 				"-o", "refquota=64M", "-o", "mountpoint="+mountpoint, ds)
 			mustRun(t, "sh", "-c", `echo secret-rows > "$1/table" && sync`, "sh", mountpoint)
 			mustRun(t, "zfs", "unmount", ds)
-			volume, err := d.operatorCall(ctx(t), driver.OperatorAdopt, map[string]any{driver.AdoptDataset: ds, driver.AdoptName: "crypt-" + c.name,
-				driver.AdoptMode: "own", driver.AdoptRename: "true", driver.AdoptKeyFromSecrets: strconv.FormatBool(c.fromSecrets)})
+			volume, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, map[string]any{rpc.AdoptDataset: ds, rpc.AdoptName: "crypt-" + c.name,
+				rpc.AdoptMode: "own", rpc.AdoptRename: "true", rpc.AdoptKeyFromSecrets: strconv.FormatBool(c.fromSecrets)})
 			if err != nil {
 				t.Fatalf("adopting the encrypted dataset: %v", err)
 			}
@@ -56,14 +57,14 @@ func TestAnEncryptedDatasetIsAdoptedWithItsKeyWhereTheOperatorChooses(t *testing
 			reboot(t, adopted) // no key loaded, as after a reboot
 			v := d.nodeVolumeOf(volume, mountCap(""))
 			if c.fromSecrets {
-				wrong := map[string]string{driver.SecretPassphrase: "not-the-passphrase-at-all"}
+				wrong := map[string]string{rules.SecretPassphrase: "not-the-passphrase-at-all"}
 				if err := d.stageWith(v, v.staging, wrong); status.Code(err) != codes.InvalidArgument {
 					t.Errorf("staging with a wrong passphrase: %v, want INVALID_ARGUMENT", err)
 				}
 				if out := run(t, "findmnt", "-n", v.staging); out != "" || zfsGet(t, "keystatus", adopted) != "unavailable" {
 					t.Errorf("a wrong key mounted %q or loaded the key (%s)", out, zfsGet(t, "keystatus", adopted))
 				}
-				if err := d.stageWith(v, v.staging, map[string]string{driver.SecretPassphrase: e2ePassphrase}); err != nil {
+				if err := d.stageWith(v, v.staging, map[string]string{rules.SecretPassphrase: e2ePassphrase}); err != nil {
 					t.Fatalf("staging with the passphrase: %v", err)
 				}
 			} else {

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // operatorCall asks d's operator's socket (beside its CSI socket) for one
@@ -34,7 +34,7 @@ func (d *driverProcess) operatorCall(c context.Context, method string, fields ma
 		return nil, err
 	}
 	volume := &csi.Volume{}
-	return volume, conn.Invoke(c, "/"+driver.OperatorService+"/"+method, request, volume)
+	return volume, conn.Invoke(c, "/"+rpc.OperatorService+"/"+method, request, volume)
 }
 
 // operatorDatasets makes a dataset outside the driver's parents for the
@@ -61,15 +61,15 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	db := outside + "/db"
 	mustRun(t, "zfs", "create", "-o", "refquota=256M", "-o", "mountpoint="+mountpoint, db)
 	mustRun(t, "sh", "-c", `echo rows > "$1/table" && sync`, "sh", mountpoint)
-	adoptDB := map[string]any{driver.AdoptDataset: db, driver.AdoptName: "db", driver.AdoptMode: "retain", driver.AdoptRename: "true"}
-	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptDB); status.Code(err) != codes.FailedPrecondition {
+	adoptDB := map[string]any{rpc.AdoptDataset: db, rpc.AdoptName: "db", rpc.AdoptMode: "retain", rpc.AdoptRename: "true"}
+	if _, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, adoptDB); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("adopting a mounted dataset: %v, want FAILED_PRECONDITION", err)
 	}
 	if zfsGet(t, "zfs.csi.dev:managed", db) != "-" {
 		t.Fatal("a refused adoption marked the dataset")
 	}
 	mustRun(t, "zfs", "unmount", db)
-	volume, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptDB)
+	volume, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, adoptDB)
 	if err != nil {
 		t.Fatalf("adopting the unmounted dataset: %v", err)
 	}
@@ -86,7 +86,7 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	if _, err := d.controller.CreateSnapshot(ctx(t), &csi.CreateSnapshotRequest{Name: "s", SourceVolumeId: volume.GetVolumeId()}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("a snapshot of a retained volume: %v, want FAILED_PRECONDITION", err)
 	}
-	if _, err := d.operatorCall(ctx(t), driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := d.operatorCall(ctx(t), rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: volume.GetVolumeId()}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("releasing a published volume: %v, want FAILED_PRECONDITION", err)
 	}
 	d.unpublish(v)
@@ -111,12 +111,12 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	mustRun(t, "mount", "/dev/zvol/"+vm, scratch)
 	mustRun(t, "sh", "-c", `echo disk > "$1/image" && sync`, "sh", scratch)
 	mustRun(t, "umount", scratch)
-	adoptVM := map[string]any{driver.AdoptDataset: vm, driver.AdoptName: "vm", driver.AdoptMode: "own", driver.AdoptRename: "true", driver.AdoptFSType: "xfs"}
-	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptVM); status.Code(err) != codes.FailedPrecondition {
+	adoptVM := map[string]any{rpc.AdoptDataset: vm, rpc.AdoptName: "vm", rpc.AdoptMode: "own", rpc.AdoptRename: "true", rpc.AdoptFSType: "xfs"}
+	if _, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, adoptVM); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("adopting an ext4 zvol as xfs: %v, want FAILED_PRECONDITION", err)
 	}
-	adoptVM[driver.AdoptFSType] = "ext4"
-	owned, err := d.operatorCall(ctx(t), driver.OperatorAdopt, adoptVM)
+	adoptVM[rpc.AdoptFSType] = "ext4"
+	owned, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, adoptVM)
 	if err != nil {
 		t.Fatalf("adopting the zvol: %v", err)
 	}
@@ -132,7 +132,7 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 128 << 20}}); err != nil {
 		t.Errorf("expanding an owned adopted zvol: %v", err)
 	}
-	if _, err := d.operatorCall(ctx(t), driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: owned.GetVolumeId()}); err != nil {
+	if _, err := d.operatorCall(ctx(t), rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: owned.GetVolumeId()}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	released := datasetOf(t, owned.GetVolumeId())
@@ -143,13 +143,13 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	// What the driver would not own whole.
 	mustRun(t, "zfs", "create", "-o", "refquota=64M", "-o", "mountpoint=none", outside+"/tree")
 	mustRun(t, "zfs", "create", outside+"/tree/child")
-	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, map[string]any{driver.AdoptDataset: outside + "/tree",
-		driver.AdoptName: "tree", driver.AdoptMode: "own", driver.AdoptRename: "true"}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, map[string]any{rpc.AdoptDataset: outside + "/tree",
+		rpc.AdoptName: "tree", rpc.AdoptMode: "own", rpc.AdoptRename: "true"}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("adopting a dataset with a child: %v, want FAILED_PRECONDITION", err)
 	}
 	mustRun(t, "zfs", "create", "-o", "mountpoint=none", outside+"/unbounded")
-	if _, err := d.operatorCall(ctx(t), driver.OperatorAdopt, map[string]any{driver.AdoptDataset: outside + "/unbounded",
-		driver.AdoptName: "unbounded", driver.AdoptMode: "own", driver.AdoptRename: "true"}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := d.operatorCall(ctx(t), rpc.OperatorAdopt, map[string]any{rpc.AdoptDataset: outside + "/unbounded",
+		rpc.AdoptName: "unbounded", rpc.AdoptMode: "own", rpc.AdoptRename: "true"}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("adopting a filesystem without refquota: %v, want FAILED_PRECONDITION", err)
 	}
 	if exists(t, parent+"/tree") || exists(t, parent+"/unbounded") {
@@ -185,7 +185,7 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 		name := "crash-" + string(rune('a'+round))
 		dataset := parent + "/" + name
 		mustRun(t, "zfs", "create", "-o", "refquota=64M", "-o", "mountpoint=none", dataset)
-		adopt := map[string]any{driver.AdoptDataset: dataset, driver.AdoptName: name, driver.AdoptMode: "own"}
+		adopt := map[string]any{rpc.AdoptDataset: dataset, rpc.AdoptName: name, rpc.AdoptMode: "own"}
 		halfMarked := func(stage string) {
 			managed, csiName, mp := zfsGet(t, "zfs.csi.dev:managed", dataset), zfsGet(t, "zfs.csi.dev:csi-name", dataset), zfsGet(t, "mountpoint", dataset)
 			whole := managed == "true" && csiName != "-" && mp == "legacy"
@@ -195,25 +195,25 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 			}
 		}
 		callCtx, cancel := context.WithCancel(ctx(t))
-		go func() { _, _ = d.operatorCall(callCtx, driver.OperatorAdopt, adopt) }()
+		go func() { _, _ = d.operatorCall(callCtx, rpc.OperatorAdopt, adopt) }()
 		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
 		cancel()
 		d.killHard()
 		halfMarked("after a kill during adopt")
-		volume, err := d.operatorRetried(driver.OperatorAdopt, adopt)
+		volume, err := d.operatorRetried(rpc.OperatorAdopt, adopt)
 		if err != nil {
 			t.Fatalf("round %d: adopt again after the kill: %v", round, err)
 		}
 		callCtx, cancel = context.WithCancel(ctx(t))
 		go func() {
-			_, _ = d.operatorCall(callCtx, driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()})
+			_, _ = d.operatorCall(callCtx, rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: volume.GetVolumeId()})
 		}()
 		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
 		cancel()
 		d.killHard()
 		if managed := zfsGet(t, "zfs.csi.dev:managed", dataset); managed == "true" {
 			halfMarked("after a kill during release, still adopted")
-			if _, err := d.operatorRetried(driver.OperatorRelease, map[string]any{driver.ReleaseVolumeID: volume.GetVolumeId()}); err != nil {
+			if _, err := d.operatorRetried(rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: volume.GetVolumeId()}); err != nil {
 				t.Fatalf("round %d: release again after the kill: %v", round, err)
 			}
 		}

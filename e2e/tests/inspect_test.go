@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -22,7 +22,7 @@ import (
 // ioctl must not answer either.
 func TestInspectReadsWhatZFSListReads(t *testing.T) {
 	parent := testParent(t)
-	names := driver.NewUserProps("zfs.csi.dev")
+	names := rules.NewUserProps("zfs.csi.dev")
 	props := append(names.All(), "e2e:inherited", "e2e:dash")
 	mark := "-o" + names.Managed + "=true"
 

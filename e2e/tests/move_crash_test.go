@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
 // move asks d's operator's socket (beside its CSI socket) for a round of
@@ -32,12 +32,12 @@ func (d *driverProcess) move(c context.Context, name, sourceID string, final boo
 	req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
 		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: sourceID}}}
 	req.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: map[string]string{"zfs.csi.dev/node": "node-b"}}}}
-	method := driver.OperatorMoveRound
+	method := rpc.OperatorMoveRound
 	if final {
-		method = driver.OperatorMoveFinal
+		method = rpc.OperatorMoveFinal
 	}
 	response := &csi.CreateVolumeResponse{}
-	return response, conn.Invoke(c, "/"+driver.OperatorService+"/"+method, req, response)
+	return response, conn.Invoke(c, "/"+rpc.OperatorService+"/"+method, req, response)
 }
 
 // A move's final round with either daemon SIGKILLed at random instants

@@ -10,7 +10,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/zfs-csi/zfs-csi/driver"
+	"github.com/zfs-csi/zfs-csi/rules"
 )
 
 // Names the spec allows that `zfs list -H` could not carry as they are
@@ -61,11 +61,11 @@ func TestNamesTheSpecAllowsRoundTripThroughZFS(t *testing.T) {
 	volumeNames := listNames(t, parent, "filesystem,volume", "zfs.csi.dev:csi-name")
 	snapshotNames := listNames(t, parent, "snapshot", "zfs.csi.dev:snapshot-name")
 	for i, name := range specNames {
-		if got := driver.DecodeName(volumeNames[datasetOf(t, volumeIDs[i])]); got != name {
+		if got := rules.DecodeName(volumeNames[datasetOf(t, volumeIDs[i])]); got != name {
 			t.Errorf("%s: csi-name reads back as %q, want %q", volumeIDs[i], got, name)
 		}
 		snapshot := strings.TrimPrefix(snapshotIDs[i], nodeID+":")
-		if got := driver.DecodeName(snapshotNames[snapshot]); got != name {
+		if got := rules.DecodeName(snapshotNames[snapshot]); got != name {
 			t.Errorf("%s: snapshot-name reads back as %q, want %q", snapshot, got, name)
 		}
 	}

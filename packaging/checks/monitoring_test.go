@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/driver"
 	"github.com/zfs-csi/zfs-csi/metrics"
+	"github.com/zfs-csi/zfs-csi/rpc"
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
@@ -45,7 +45,7 @@ func exported(t *testing.T) map[string]bool {
 	interceptor := m.UnaryInterceptor()
 	_, _ = interceptor(context.Background(), nil, &grpcInfo, func(context.Context, any) (any, error) { return nil, nil })
 	_, _ = interceptor(context.Background(), nil, &grpcInfo, func(context.Context, any) (any, error) {
-		return nil, status.Error(codes.ResourceExhausted, driver.OtherNodeMarker+": the source lives on another node")
+		return nil, status.Error(codes.ResourceExhausted, rpc.OtherNodeMarker+": the source lives on another node")
 	})
 	server := httptest.NewServer(m.Handler())
 	defer server.Close()

@@ -43,7 +43,7 @@ func TestRow(t *testing.T) {
 }
 
 func TestDriverCallLine(t *testing.T) {
-	// A line as driver/server.go logs it (zerolog: duration in ms).
+	// A line as rpc/server.go logs it (zerolog: duration in ms).
 	var c call
 	line := `{"level":"info","method":"CreateVolume","name":"pvc-1","duration":12.5,"code":"OK","time":"x"}`
 	if err := jsonUnmarshal(line, &c); err != nil || c.Method != "CreateVolume" || c.Name != "pvc-1" || c.took() != 12500*time.Microsecond {

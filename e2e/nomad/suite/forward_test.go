@@ -11,7 +11,7 @@ import (
 )
 
 // otherNodeMarker is the phrase of a refusal for another node's volume
-// (driver.OtherNodeMarker), the one Nomad's client retries on.
+// (rpc.OtherNodeMarker), the one Nomad's client retries on.
 const otherNodeMarker = "CSI client error (retryable)"
 
 // 2b. Forwarding: with the peer channel configured (suite.sh
