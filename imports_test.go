@@ -116,6 +116,7 @@ var sideways = map[[2]string]string{
 // outside the layering: programs and tests that drive the binary from without.
 var outside = []string{"e2e", "packaging"}
 
+// long: subtests on one shared fixture, one behaviour each
 func TestImportsPointOneWay(t *testing.T) {
 	packages := listPackages(t)
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -117,6 +118,27 @@ func declaresMethod(names map[string]bool, name string) bool {
 var issueCitation = regexp.MustCompile(`(?i)(//|#|--|/\*).*\bissues? \d+`)
 
 func TestNoCodeCommentCitesAnIssueNumber(t *testing.T) {
+	walkSources(t, func(path string, text []byte) {
+		switch filepath.Ext(path) {
+		case ".go", ".sh", ".lua", ".yaml", ".hcl", ".tpl":
+		default:
+			if filepath.Base(path) != "Makefile" {
+				return
+			}
+		}
+		for i, line := range strings.Split(string(text), "\n") {
+			if issueCitation.MatchString(line) && !strings.Contains(line, "issueCitation") {
+				t.Errorf("%s:%d cites the tracker: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+	})
+}
+
+// walkSources calls read with every file of the repository, whichever Go
+// module holds it (e2e and packaging/checks are modules of their own), but
+// not build output, hidden directories or test fixtures.
+func walkSources(t *testing.T, read func(path string, text []byte)) {
+	t.Helper()
 	err := filepath.WalkDir(".", func(path string, entry os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -127,25 +149,130 @@ func TestNoCodeCommentCitesAnIssueNumber(t *testing.T) {
 			}
 			return nil
 		}
-		switch filepath.Ext(path) {
-		case ".go", ".sh", ".lua", ".yaml", ".hcl", ".tpl":
-		default:
-			if entry.Name() != "Makefile" {
-				return nil
-			}
-		}
 		text, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		for i, line := range strings.Split(string(text), "\n") {
-			if issueCitation.MatchString(line) && !strings.Contains(line, "issueCitation") {
-				t.Errorf("%s:%d cites the tracker: %s", path, i+1, strings.TrimSpace(line))
-			}
-		}
+		read(path, text)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A file or function past these lengths no longer reads on a screen or two;
+// one that must be longer says why in a comment, which a reviewer can then
+// weigh: `// long file: <reason>` before the package clause, `// long:
+// <reason>` in the doc comment of a function.
+const (
+	maxFileLines = 600
+	maxFuncLines = 80
+	// minReasonWords keeps "// long: long" from passing for a reason.
+	minReasonWords = 3
+)
+
+// longCode lists what in one Go file is longer than the limits without a
+// reason: the file itself and each function, counted from its func keyword
+// to its closing brace.
+func longCode(path string, source []byte) ([]string, error) {
+	fileSet := token.NewFileSet()
+	file, err := parser.ParseFile(fileSet, path, source, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var findings []string
+	if lines := fileSet.File(file.Pos()).LineCount(); lines > maxFileLines && !fileSaysWhyLong(file) {
+		findings = append(findings, fmt.Sprintf("%s: %d lines (over %d) and no `// long file: <reason>` above the package clause", path, lines, maxFileLines))
+	}
+	for _, decl := range file.Decls {
+		function, ok := decl.(*ast.FuncDecl)
+		if !ok || function.Body == nil {
+			continue
+		}
+		start := fileSet.Position(function.Type.Func)
+		lines := fileSet.Position(function.Body.Rbrace).Line - start.Line + 1
+		if lines > maxFuncLines && !hasReason(function.Doc, "long:") {
+			findings = append(findings, fmt.Sprintf("%s:%d: func %s is %d lines (over %d) and its doc comment has no `// long: <reason>`", path, start.Line, function.Name.Name, lines, maxFuncLines))
+		}
+	}
+	return findings, nil
+}
+
+// fileSaysWhyLong looks for the file's reason among the comments above its
+// package clause.
+func fileSaysWhyLong(file *ast.File) bool {
+	for _, group := range file.Comments {
+		if group.Pos() < file.Package && hasReason(group, "long file:") {
+			return true
+		}
+	}
+	return false
+}
+
+// hasReason reports whether a line of the comment is the marker followed by
+// a reason of a few words.
+func hasReason(group *ast.CommentGroup, marker string) bool {
+	if group == nil {
+		return false
+	}
+	for _, comment := range group.List {
+		text := strings.TrimSpace(strings.TrimPrefix(comment.Text, "//"))
+		if reason, ok := strings.CutPrefix(text, marker); ok && len(strings.Fields(reason)) >= minReasonWords {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNoGoFileOrFunctionIsLongWithoutAReason(t *testing.T) {
+	walkSources(t, func(path string, text []byte) {
+		if filepath.Ext(path) != ".go" {
+			return
+		}
+		findings, err := longCode(path, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, finding := range findings {
+			t.Error(finding)
+		}
+	})
+}
+
+func TestLongCodeIsFoundUnlessItSaysWhy(t *testing.T) {
+	// body is a function of the given length in lines, func to brace.
+	body := func(name string, lines int) string {
+		return "func " + name + "() {\n" + strings.Repeat("\t_ = 0\n", lines-2) + "}\n"
+	}
+	// padded is a file of exactly the given length in lines.
+	padded := func(header string, lines int) string {
+		text := header + "package p\n"
+		return text + strings.Repeat("// filler\n", lines-strings.Count(text, "\n"))
+	}
+	for _, c := range []struct {
+		name, source string
+		findings     int
+	}{
+		{"an 80-line function passes", "package p\n" + body("f", 80), 0},
+		{"an 81-line function fails", "package p\n" + body("f", 81), 1},
+		{"an 81-line function with a reason passes", "package p\n// f is a table.\n//\n// long: one case a row of the table\n" + body("f", 81), 0},
+		{"a reason of one word does not count", "package p\n// long: long\n" + body("f", 81), 1},
+		{"a reason away from the function does not count", "package p\n// long: one case a row\n\nvar x = 0\n\n" + body("f", 81), 1},
+		{"a 600-line file passes", padded("", 600), 0},
+		{"a 601-line file fails", padded("", 601), 1},
+		{"a 601-line file with a reason passes", padded("// long file: generated from the table of errors\n", 601), 0},
+		{"a file's reason below its package clause does not count", padded("", 600) + "// long file: generated from the table\n", 1},
+		{"a function's reason does not excuse its file", padded("// long: one case a row\n", 601), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			findings, err := longCode("planted.go", []byte(c.source))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(findings) != c.findings {
+				t.Errorf("%d findings, want %d: %q", len(findings), c.findings, findings)
+			}
+		})
 	}
 }

@@ -17,6 +17,8 @@ import (
 // string goes and expects an error message that repeats at most
 // rules.MaxEchoedBytes of each (the server's own cut of whole messages,
 // MaxMessageBytes, is only the backstop).
+//
+// long: a table of requests, one a string field a row
 func TestCallersStringsAreCutInErrorMessages(t *testing.T) {
 	const bound = 3*rules.MaxEchoedBytes + 512
 	huge := strings.Repeat("x", 1<<20)

@@ -11,7 +11,9 @@ import (
 
 // TestCommandsPerRPC counts the zfs/zpool commands each Controller RPC runs on
 // its happy path. Under emulation every command costs 150-500 ms, so the count
-// is the latency; the budgets are the targets. Run with -v to see the table.
+// is the latency; each budget is the count the RPC was cut to. Run with -v to see the table.
+//
+// long: a table of RPCs and their command budgets, one a row
 func TestCommandsPerRPC(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()

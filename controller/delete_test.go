@@ -25,6 +25,7 @@ func fromVolume(req *csi.CreateVolumeRequest, volumeID string) *csi.CreateVolume
 	return req
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestVolumesFromContentSources(t *testing.T) {
 	t.Run("a volume from a snapshot is a clone of it, at least as large as the snapshot's volume", func(t *testing.T) {
 		h := newHarness(t)

@@ -21,6 +21,8 @@ import (
 // marks, and the snapshots of marked and watched datasets. Each case leaves
 // something due; one pass (Reap) must take exactly the due datasets away,
 // and leave everything else as it was.
+//
+// long: a table of things left due, one a row
 func TestAReaperPassReapsWhatIsDue(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {

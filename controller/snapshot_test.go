@@ -259,6 +259,7 @@ func TestListSnapshotsFilters(t *testing.T) {
 	})
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestListVolumesPagination(t *testing.T) {
 	h := newHarness(t)
 	var ids []string

@@ -130,7 +130,14 @@ func (c *stateCollector) write(w io.Writer) error {
 	e.family("reaper_backlog_volumes", "Volumes deleted by the CO but still held by their snapshots or clones.")
 	e.sample(float64(state.ReaperBacklog))
 
-	pools := state.Pools // sorted by refresh
+	e.pools(state.Pools)
+	e.parents(state.Parents)
+	e.volumes(state.Volumes)
+	return e.w.Flush()
+}
+
+// pools writes the pools' families, in the order the refresh sorted them.
+func (e *exposition) pools(pools []zfs.Pool) {
 	e.family("pool_health", "Pool health as a state set: 1 for the current state.")
 	for _, pool := range pools {
 		states := poolStates
@@ -155,7 +162,10 @@ func (c *stateCollector) write(w io.Writer) error {
 			e.sample(f.value(pool), "pool", pool.Name)
 		}
 	}
+}
 
+// parents writes the parent datasets' families, in the refresh's order.
+func (e *exposition) parents(parents []Parent) {
 	for _, f := range []struct {
 		name, help string
 		value      func(Parent) float64
@@ -166,12 +176,14 @@ func (c *stateCollector) write(w io.Writer) error {
 			func(p Parent) float64 { return float64(p.Used) }},
 	} {
 		e.family(f.name, f.help)
-		for _, parent := range state.Parents { // sorted by refresh
+		for _, parent := range parents {
 			e.sample(f.value(parent), "parent", parent.Name, "pool", parent.Pool)
 		}
 	}
+}
 
-	volumes := state.Volumes // sorted by refresh
+// volumes writes the live volumes' families, in the refresh's order.
+func (e *exposition) volumes(volumes []Volume) {
 	e.family("volume_info", "Always 1 for each live volume; labelled with what names it.")
 	for _, v := range volumes {
 		e.sample(1, "csi_name", v.CSIName, "kind", v.Kind, "pvc_name", v.PVCName, "pvc_namespace", v.PVCNamespace, "volume_id", v.ID)
@@ -191,7 +203,6 @@ func (c *stateCollector) write(w io.Writer) error {
 			e.sample(f.value(v), "volume_id", v.ID)
 		}
 	}
-	return e.w.Flush()
 }
 
 // exposition writes gauge families in the Prometheus text format (0.0.4),

@@ -124,6 +124,7 @@ func TestALinkBelowARootIsNotFollowed(t *testing.T) {
 	}
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestTeardownRemovesOnlyWhatTheDriverMade(t *testing.T) {
 	ids := map[string]func(v *testVolume) string{
 		"an unknown volume":       func(v *testVolume) string { return rules.VolumeID(testNode, "tank/csi/nothing-here") },

@@ -99,6 +99,7 @@ func TestReadOnlyPublish(t *testing.T) {
 	})
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestPublishIsIdempotentAndRefusesConflicts(t *testing.T) {
 	t.Run("publishing the same volume at the same target again mounts nothing more", func(t *testing.T) {
 		h := newHarness(t)

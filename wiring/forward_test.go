@@ -170,6 +170,7 @@ func twoNodes(t *testing.T) (a, b *daemon) {
 	return a, b
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestControllerCallsForAnotherNodesVolumeAreAnsweredByThatNode(t *testing.T) {
 	a, b := twoNodes(t)
 	ctx := t.Context()

@@ -12,6 +12,8 @@ import (
 // put together from the format strings in openzfs/zfs (lib/libzfs/libzfs_util.c,
 // libzfs_dataset.c, libzfs_sendrecv.c, libzfs_pool.c, cmd/zfs/zfs_main.c) for
 // failures the recording could not provoke.
+//
+// long: a table of recorded stderr samples, one a row
 func TestStderrIsClassifiedIntoSentinels(t *testing.T) {
 	tests := []struct {
 		name     string

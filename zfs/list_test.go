@@ -69,6 +69,7 @@ func TestListRefusesOptionsZFSWouldMisread(t *testing.T) {
 	}
 }
 
+// long: a table of recorded zfs list outputs, one a row
 func TestListParsesRecordedOutput(t *testing.T) {
 	created := func(seconds int64) time.Time { return time.Unix(seconds, 0).UTC() }
 	user := func(csiName, managed string) map[string]string {

@@ -168,6 +168,8 @@ func (d *nvDecoder) newName(list nvList, raw []byte) (string, error) {
 // value decodes the value of the pair named name into list, or with
 // discard only checks it; an embedded list's pairs are read from the stream
 // after the pair.
+//
+// long: one case a data type of the nvpair switch
 func (d *nvDecoder) value(list nvList, name string, pair []byte, depth int, discard bool) error {
 	elements := int32(binary.LittleEndian.Uint32(pair[8:]))
 	dataType := int32(binary.LittleEndian.Uint32(pair[12:]))

@@ -80,6 +80,8 @@ type clients struct {
 }
 
 // Run runs one ctl command: zfs-csi ctl [FLAGS] COMMAND [ARGS] [FLAGS].
+//
+// long: one command's flags, dial, call and output in order; split once the driver package's move lands
 func Run(args []string, stdout, stderr io.Writer) error {
 	var endpoint, operatorSocket, output string
 	var timeout time.Duration

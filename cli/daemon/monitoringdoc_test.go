@@ -21,6 +21,8 @@ import (
 // temporary directory that stands for /etc/zfs-csi, and the Prometheus
 // configuration shown there scrapes the listener through Prometheus' own
 // HTTP client code.
+//
+// long: runs the monitoring doc's commands in the doc's order
 func TestScrapingFromOffTheHostWorksAsWritten(t *testing.T) {
 	blocks := docBlocks(t, "../../docs/monitoring.md", "## Scraping from off the host")
 	if got := blockLanguages(blocks); got != "sh conf sh yaml" {

@@ -21,6 +21,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 )
 
+// long: one cycle of calls, then the scrape that must show each of them
 func TestAScrapeAfterACreateSnapshotDeleteCycleShowsCallsAndVolumes(t *testing.T) {
 	f := wiringtest.New(t)
 	m := metrics.New(metrics.Config{DriverName: "zfs.csi.dev", Version: "test", WithoutProcessMetrics: true,

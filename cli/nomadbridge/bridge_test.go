@@ -107,6 +107,7 @@ func datasets(t *testing.T, fake *zfstest.Fake) []string {
 	return names
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestNomadBridge(t *testing.T) {
 	f := newBridgeFixture(t)
 	conn := f.client(t)

@@ -152,6 +152,7 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestNomadBridgeServesOnlyThePluginJob(t *testing.T) {
 	f := newHostFixture(t)
 	ctx := t.Context()

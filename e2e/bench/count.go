@@ -110,6 +110,8 @@ func (b *bench) countCommands(ctx context.Context) error {
 }
 
 // countedCalls makes every call whose commands the table shows.
+//
+// long: one call a row of the command-count table, in the table's order
 func (b *bench) countedCalls(ctx context.Context, c *counter) error {
 	var fs, zvol, thin, clone, copied, ext4 *csi.Volume
 	var snapshot *csi.Snapshot

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -137,6 +133,8 @@ const startRounds = 3
 
 // measureLevel measures everything at one level, where the parent holds
 // want volumes; bareCreate is the zfs create of another thin volume there.
+//
+// long: every row of one level, measured on the same parent in order
 func (b *bench) measureLevel(ctx context.Context, level, want int, bareCreate func(name string) []string) (*levelCosts, error) {
 	c := &levelCosts{level: level}
 	rounds := listingRounds(level)
@@ -441,37 +439,6 @@ func (b *bench) measureMetricsRead(ctx context.Context, d *daemon, logPath, url 
 	return nil
 }
 
-// waitForLog waits until the daemon's log has more than seen lines with
-// message, and returns the first new one; a "failed" warning of the
-// metrics read ends the wait with its error.
-func waitForLog(ctx context.Context, path, message string, seen int, within time.Duration) (logLine, error) {
-	deadline := time.Now().Add(within)
-	for {
-		lines, err := readLog(path, message)
-		if err != nil {
-			return logLine{}, err
-		}
-		if len(lines) > seen {
-			return lines[seen], nil
-		}
-		failed, err := readLog(path, "metrics: reading pools and volumes failed")
-		if err != nil {
-			return logLine{}, err
-		}
-		if len(failed) > 0 {
-			return logLine{}, fmt.Errorf("the daemon logged: metrics: reading pools and volumes failed after %.0f ms", failed[len(failed)-1].Duration)
-		}
-		if time.Now().After(deadline) {
-			return logLine{}, fmt.Errorf("no %q in %s within %s", message, path, within)
-		}
-		select {
-		case <-ctx.Done():
-			return logLine{}, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // scrape reads the whole metrics page; full says it must show volumes.
 func scrape(ctx context.Context, url string, full bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -488,105 +455,6 @@ func scrape(ctx context.Context, url string, full bool) error {
 		err = fmt.Errorf("metrics: %s, %d bytes without zfs_csi_volume_info", resp.Status, len(body))
 	}
 	return err
-}
-
-// logLine is the part of the daemon's JSON log lines the section reads.
-type logLine struct {
-	Message  string   `json:"message"`
-	Argv     []string `json:"argv"`
-	Duration float64  `json:"duration"` // milliseconds (zerolog's Dur)
-}
-
-// readLog decodes the daemon's JSON log lines that have the message (all of
-// them for "").
-func readLog(path, message string) ([]logLine, error) {
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	var lines []logLine
-	scanner := bufio.NewScanner(file)
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		var line logLine
-		if json.Unmarshal(scanner.Bytes(), &line) == nil && (message == "" || line.Message == message) {
-			lines = append(lines, line)
-		}
-	}
-	return lines, scanner.Err()
-}
-
-// loggedCommands are the argv of every zfs and zpool command the daemon
-// logged (at debug level), in order.
-func loggedCommands(path string) ([][]string, error) {
-	lines, err := readLog(path, "zfs command")
-	if err != nil {
-		return nil, err
-	}
-	commands := make([][]string, 0, len(lines))
-	for _, line := range lines {
-		commands = append(commands, line.Argv)
-	}
-	return commands, nil
-}
-
-// reaperRun is one sweep or pass of the reaper as the daemon logged it:
-// its duration, and its zfs commands: for the sweep its listing, for a pass
-// every command logged between the sweep's line and its own (the daemon
-// runs nothing else while the bench waits for them).
-type reaperRun struct {
-	took     time.Duration
-	commands [][]string
-}
-
-// reaperRuns waits for the daemon's reaper sweep (at start) and, when
-// wantPass, for the pass after it.
-func reaperRuns(ctx context.Context, path string, wantPass bool) (sweep, pass reaperRun, err error) {
-	deadline := time.Now().Add(30 * time.Minute)
-	for {
-		lines, err := readLog(path, "")
-		if err != nil {
-			return sweep, pass, err
-		}
-		var commands [][]string
-		swept := false
-		for _, line := range lines {
-			switch {
-			case line.Message == "zfs command":
-				commands = append(commands, line.Argv)
-			case line.Message == "reaper sweep":
-				// Its one zfs list: the last before it (the start-up's
-				// own reads come before).
-				var list []string
-				for _, argv := range commands {
-					if len(argv) > 1 && argv[1] == "list" {
-						list = argv
-					}
-				}
-				if list == nil {
-					return sweep, pass, fmt.Errorf("%s: a reaper sweep without a zfs list before it", path)
-				}
-				sweep, commands, swept = reaperRun{took: logged(line), commands: [][]string{list}}, nil, true
-				if !wantPass {
-					return sweep, pass, nil
-				}
-			case line.Message == "reaper pass" && swept:
-				return sweep, reaperRun{took: logged(line), commands: commands}, nil
-			case strings.HasPrefix(line.Message, "reaper ") && strings.HasSuffix(line.Message, " failed"):
-				return sweep, pass, fmt.Errorf("%s: the daemon logged %q", path, line.Message)
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return sweep, pass, fmt.Errorf("%s logs no reaper sweep (and pass) after 30 minutes", path)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// logged is a log line's duration.
-func logged(line logLine) time.Duration {
-	return time.Duration(line.Duration * float64(time.Millisecond))
 }
 
 // perVolume divides each sample by the number of volumes.

@@ -31,6 +31,8 @@ import (
 // side's CPU includes its unmounts (the driver's: its unpublish and
 // unstage), which the wall times leave out. The ext4 zvol is
 // formatted by a first, untimed stage.
+//
+// long: the section's sides, each mounting the same volume at the same paths
 func (b *bench) nodeCalls(ctx context.Context) error {
 	d, err := startDaemon(ctx, b.daemonConfig("seq"))
 	if err != nil {

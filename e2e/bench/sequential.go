@@ -44,6 +44,8 @@ type prototype struct {
 // the bare side works in <pool>/bench/bare). The items build on each other:
 // snapshots of the datasets, clones of the snapshots; then the deletions
 // take the clones, the snapshots and the datasets away again.
+//
+// long: one bench section whose rows build on the volumes before them
 func (b *bench) sequential(ctx context.Context) error {
 	cfg := b.daemonConfig("seq")
 	// Debug: each zfs command with its duration, for the program rows. No

@@ -51,6 +51,8 @@ func operatorDatasets(t *testing.T) string {
 // A dataset and a zvol an operator already has are adopted, served, and
 // given back with their data; what the driver could not own whole is
 // refused with nothing changed.
+//
+// long: one scenario on real ZFS whose steps build on the volumes before them
 func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)

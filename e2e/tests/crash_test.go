@@ -89,6 +89,8 @@ func interruptedCall[T any](t *testing.T, d *driverProcess, limit time.Duration,
 // Crash safety, tested: the daemon is killed at random instants during each
 // kind of call and the call retried with the same arguments; afterwards
 // nothing is duplicated, leaked or half-made.
+//
+// long: one scenario on real ZFS whose steps build on the volumes before them
 func TestCallsInterruptedByAKillConverge(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)

@@ -63,6 +63,8 @@ func watchArgv(t *testing.T, needles ...string) (stop func() (seen string, sampl
 // process's argv, the logs, an error or a property), restores stay
 // encrypted, and staging after the key was unloaded (a reboot) loads it from
 // the node-stage secrets, refusing a missing or wrong key without damage.
+//
+// long: one scenario on real ZFS whose steps build on the volumes before them
 func TestEncryptedVolumesOnZFS(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)
@@ -253,6 +255,8 @@ func reboot(t *testing.T, roots ...string) {
 // node-stage secrets; secrets given for a loaded key are checked with
 // `zfs load-key -n`. The zfs answers the driver relies on are checked here
 // too, as zfstest.Fake plays them.
+//
+// long: one scenario on real ZFS whose steps build on the volumes before them
 func TestEncryptedRestoresStageAfterAReboot(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)

@@ -81,6 +81,8 @@ func counterAt(t *testing.T, device string) uint64 {
 // (a prefix has the newer value). A group snapshot is crash-consistent when
 // its members show such an instant; snapshots taken one after another
 // would show volumes several rounds apart.
+//
+// long: one scenario on real ZFS whose steps build on the volumes before them
 func TestGroupSnapshotIsCrashConsistentAcrossVolumes(t *testing.T) {
 	parent := testParent(t)
 	d := startDriver(t, parent)

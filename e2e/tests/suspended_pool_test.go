@@ -101,6 +101,8 @@ func (p *suspendedPool) remove() {
 // is not refused as "in progress", and calls on volumes of a healthy pool go
 // on meanwhile. Once the pool is back, the retry adopts what the stuck
 // command made and nothing is left over.
+//
+// long: one scenario on real ZFS whose steps build on the volumes before them
 func TestASuspendedPoolWedgesNoOtherVolume(t *testing.T) {
 	stuck := newSuspendablePool(t)
 	parent := testParent(t)

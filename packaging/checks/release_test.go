@@ -50,6 +50,8 @@ func (r release) installedChart() string { return "/usr/share/zfs-csi/helm/" + r
 // the chart, the SBOM and SHA256SUMS, and nothing else; the sums hold;
 // every package carries the chart; the SBOM names the binary of each; and
 // docs/release.md's commands work as written on these files.
+//
+// long: subtests on one shared fixture, one behaviour each
 func TestRelease(t *testing.T) {
 	dir := os.Getenv("RELEASE_DIR")
 	if dir == "" {

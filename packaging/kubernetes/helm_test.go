@@ -245,6 +245,8 @@ func TestChartMonitoringFilesAreThePackagedOnes(t *testing.T) {
 }
 
 // A non-default set of values: what each changes.
+//
+// long: one rendering of the chart, a check per value it sets
 func TestChartValues(t *testing.T) {
 	rendered := render(t, append(append([]string{"--namespace", "storage", "--values", "testdata/helm-values.yaml"}, withSnapshotAPI...), withMonitoringAPI...)...)
 	for _, o := range rendered {

@@ -352,6 +352,7 @@ func daemonSet(t *testing.T, objects []object, name string) map[string]any {
 	return nil
 }
 
+// long: subtests on one shared fixture, one behaviour each
 func TestSidecarDaemonSet(t *testing.T) {
 	var names []string
 	for _, o := range only(t, load(t), "DaemonSet") {

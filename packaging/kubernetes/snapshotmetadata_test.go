@@ -14,6 +14,8 @@ import (
 // targets, with the certificate of the Secret the docs have the user make,
 // on the daemon's socket; the Service reaches only its pods, on their own
 // node; the SnapshotMetadataService tells clients that Service's address.
+//
+// long: one container's flags, mounts, port and probe, checked against each other
 func TestSnapshotMetadataSidecarIsWhereItsServiceSaysItIs(t *testing.T) {
 	objects := load(t)
 	set := daemonSet(t, objects, snapshotMetadataName)

@@ -12,6 +12,8 @@ import (
 // The Fake's encryption must be OpenZFS 2.3's, or no test of staging could
 // see what a reboot does to a restore: keys load at the encryption root
 // only, and everything sharing a root is available or not together.
+//
+// long: one tree of encrypted datasets, each step recorded from real ZFS
 func TestEncryptionRootsAndKeyStatusAreZFSs(t *testing.T) {
 	ctx := context.Background()
 	const passphrase, operatorKey = "correct horse battery staple", "the operator's own passphrase"

@@ -11,6 +11,8 @@ import (
 
 // SnapshotGroup implements Guarded, following the rules of Exec's channel
 // program (zfs/group.go): every member in the call's one transaction group.
+//
+// long: every rule of the channel program, in its order, under one lock
 func (f *Fake) SnapshotGroup(ctx context.Context, req zfs.GroupSnapshotRequest) (zfs.GroupSnapshotResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -152,6 +152,7 @@ func GuardedCases() []GuardedCase {
 	return slices.Concat(destroyCases(), snapshotCases(), snapshotDestroyCases(), groupCases())
 }
 
+// long: the table of destroy cases, one a row
 func destroyCases() []GuardedCase {
 	outcome := func(setup func(ctx context.Context, p Pool, v string) error, req func(v string) zfs.DestroyRequest, wanted zfs.Outcome) func(context.Context, Pool, string) (string, error) {
 		return func(ctx context.Context, p Pool, root string) (string, error) {

@@ -123,6 +123,7 @@ func oneGroup(ctx context.Context, p Pool, req zfs.GroupSnapshotRequest, result 
 	return "", nil
 }
 
+// long: the table of group snapshot cases, one a row
 func groupCases() []GuardedCase {
 	return []GuardedCase{
 		{"a group snapshot takes every member in one transaction group, and again finds the same group", func(ctx context.Context, p Pool, root string) (string, error) {

@@ -7,6 +7,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
+// long: the table of snapshot cases, one a row
 func snapshotCases() []GuardedCase {
 	request := func(v, snapshot, value string) zfs.SnapshotRequest {
 		return zfs.SnapshotRequest{Name: v + "@" + snapshot, Properties: map[string]string{named: value}, Guard: guard,

@@ -26,6 +26,8 @@ var transferKey = []byte("transfer-cases-passphrase")
 // TransferCases are how send and receive behave: a stream, cut
 // short, resumed, raw; the table runs against the Fake in `go test` and
 // against real ZFS in `make e2e` (e2e/tests), as GuardedCases do.
+//
+// long: the table of send and receive cases, one a row
 func TransferCases() []GuardedCase {
 	return []GuardedCase{
 		{"a full stream received whole makes the dataset with the sent snapshot and no resume token", func(ctx context.Context, p Pool, root string) (string, error) {

@@ -47,6 +47,8 @@ var (
 // Between VolumeSnapshots A and B of a raw block claim, GetMetadataDelta
 // lists the blocks of the second write and nothing else;
 // GetMetadataAllocated(B) lists both writes.
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testChangedBlocks(t *testing.T, e *env) {
 	doc, err := os.ReadFile(changedBlocksDocs)
 	if err != nil {

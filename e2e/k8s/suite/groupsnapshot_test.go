@@ -110,6 +110,8 @@ func runDocsCommand(command, node, kubectlDir string) (string, error) {
 // from the installed package, run as written, a class for each node): one
 // ZFS transaction group for both members, and each member restored into a
 // new claim that holds the data.
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testGroupSnapshots(t *testing.T, e *env) {
 	doc, err := os.ReadFile(installedDocs)
 	if err != nil {

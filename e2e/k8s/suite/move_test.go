@@ -31,6 +31,8 @@ const installedMoveDocs = "/usr/share/doc/zfs-csi/docs/across-nodes.md"
 // data. The old claim is deleted (its volume is gone already), and the new
 // volume goes with its claim. Both daemons run with ZFS_CSI_ALLOW_MOVES
 // (e2e/guest/k8s/suite.sh).
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testMove(t *testing.T, e *env) {
 	peer := os.Getenv("ZFS_CSI_E2E_PEER_NODE")
 	if peer == "" || !peerChannel(t) {

@@ -17,6 +17,8 @@ import (
 // a snapshot of node A's volume lands on A (the other node's provisioner
 // answers that it cannot, and the claim is rescheduled); a claim that does
 // not fit A's pool lands on B (capacity tracking).
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testScheduling(t *testing.T, e *env) {
 	a, b := e.node, os.Getenv("ZFS_CSI_E2E_PEER_NODE")
 	nodes, err := e.cs.CoreV1().Nodes().List(ctx(), metav1.ListOptions{})

@@ -16,6 +16,8 @@ import (
 // real plugin stays healthy; the plugin's own task runs as nobody without
 // capabilities and cannot open its socket directory; no client offers a host
 // volume "zfs-csi".
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testOnlyThePluginJob(t *testing.T, e *env) {
 	ordinary := e.ordinaryToken(t)
 	imposter := e.spec(t, "zfs-csi.nomad.hcl", map[string]string{`namespace = "zfs-csi"`: `namespace = "default"`})

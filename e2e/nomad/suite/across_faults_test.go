@@ -304,6 +304,8 @@ const staleRoundNonce = "5ca1ab1e0ddba115"
 // write: node-b's volume holds every file with the sha256 it had on
 // node-a, the last writes included, and no round or received dataset
 // remains on either node; the source is gone.
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testMoveStaleRound(t *testing.T, e *env) {
 	id := "stale-src"
 	spec := e.spec(t, "volume-dataset.hcl", map[string]string{`"pg-data"`: `"` + id + `"`, `"@NODE@"`: `"` + e.node + `"`, `"10GiB"`: `"128MiB"`})

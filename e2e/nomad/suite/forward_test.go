@@ -22,6 +22,8 @@ const otherNodeMarker = "CSI client error (retryable)"
 // call to either instance: every call succeeds and neither daemon refuses
 // one for being another node's, so Nomad's retry on the next instance is no
 // longer what routes them.
+//
+// long: one scenario on the cluster whose steps build on the volumes before them
 func testForwarding(t *testing.T, e *env) {
 	since := time.Now().Add(-time.Second)
 	before := e.peerCounts(t)

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -187,24 +188,7 @@ func document(opts options) (*spdxDocument, error) {
 		dependencies[toolchain.SPDXID] = toolchain
 		doc.Relationships = append(doc.Relationships, spdxRelationship{id, "DEPENDS_ON", toolchain.SPDXID})
 		for _, dep := range info.Deps {
-			module := dep
-			if dep.Replace != nil {
-				module = dep.Replace
-			}
-			pkg := spdxPackage{
-				SPDXID:                spdxID("Package-" + module.Path + "-" + module.Version),
-				Name:                  module.Path,
-				VersionInfo:           module.Version,
-				DownloadLocation:      "https://proxy.golang.org/" + escapePath(module.Path) + "/@v/" + module.Version + ".zip",
-				LicenseConcluded:      licence(opts.modCache, module.Path, module.Version),
-				LicenseDeclared:       noAssertion,
-				CopyrightText:         noAssertion,
-				PrimaryPackagePurpose: "LIBRARY",
-				ExternalRefs:          []spdxExternalRef{purl("pkg:golang/" + module.Path + "@" + module.Version)},
-			}
-			if module.Sum != "" {
-				pkg.Comment = "go.sum hash " + module.Sum
-			}
+			pkg := modulePackage(opts, dep)
 			dependencies[pkg.SPDXID] = pkg
 			doc.Relationships = append(doc.Relationships, spdxRelationship{id, "DEPENDS_ON", pkg.SPDXID})
 		}
@@ -213,6 +197,30 @@ func document(opts options) (*spdxDocument, error) {
 		doc.Packages = append(doc.Packages, dependencies[id])
 	}
 	return doc, nil
+}
+
+// modulePackage is the package of one module a binary links: the module
+// that replaced it, where go.mod replaces one.
+func modulePackage(opts options, dep *debug.Module) spdxPackage {
+	module := dep
+	if dep.Replace != nil {
+		module = dep.Replace
+	}
+	pkg := spdxPackage{
+		SPDXID:                spdxID("Package-" + module.Path + "-" + module.Version),
+		Name:                  module.Path,
+		VersionInfo:           module.Version,
+		DownloadLocation:      "https://proxy.golang.org/" + escapePath(module.Path) + "/@v/" + module.Version + ".zip",
+		LicenseConcluded:      licence(opts.modCache, module.Path, module.Version),
+		LicenseDeclared:       noAssertion,
+		CopyrightText:         noAssertion,
+		PrimaryPackagePurpose: "LIBRARY",
+		ExternalRefs:          []spdxExternalRef{purl("pkg:golang/" + module.Path + "@" + module.Version)},
+	}
+	if module.Sum != "" {
+		pkg.Comment = "go.sum hash " + module.Sum
+	}
+	return pkg
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
