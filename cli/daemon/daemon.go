@@ -159,7 +159,6 @@ func settingRules(opts *options) []envflag.Rule {
 
 // Run runs the daemon until SIGTERM or SIGINT; version is the binary's.
 // An error in the flags or the environment is an envflag.ConfigError (ExitCode).
-// long: being restructured with the driver package's move
 func Run(version string, args []string, stderr io.Writer) error {
 	opts, err := parseOptions(version, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
