@@ -31,7 +31,7 @@ build:
 # Everything is built as the packages are (static, no cgo, -trimpath), so one
 # compilation of each package serves go build, go vet, go test, staticcheck
 # and the amd64 package. Two halves, each beside work that needs little CPU or
-# other packages: the download of packaging/checks' and e2e/k8s' modules and,
+# other packages: the download of packaging/checks' and e2e's modules and,
 # beside it, apt's install of the linters and the build of staticcheck
 # (lint-tools, $(STATICCHECK); packaging/versions_test.go compares versions
 # with dpkg's and rpm's rules, so it is done before go test) run while go
@@ -42,9 +42,10 @@ build:
 # packages before staticcheck asks go for them: never two go commands on the
 # same packages at once, each would compile them. The background half's
 # output is printed when it ends, from out/lint-tools.log and out/lint.log;
-# either half failing fails make test. packaging/checks and e2e/k8s require
-# the same k8s.io and shared module versions, so their common packages
-# compile once.
+# either half failing fails make test. The e2e module (the real-ZFS tests,
+# the bench, the results table and both clusters' suites) builds the main
+# module's packages from this checkout (its replace), with the same
+# settings, so they compile once for both.
 PACKAGE_GOFLAGS = $(strip $(filter-out -trimpath,$(shell go env GOFLAGS)) -trimpath)
 test lint: export CGO_ENABLED := 0
 test lint: export GOFLAGS = $(PACKAGE_GOFLAGS)
@@ -57,19 +58,37 @@ test:
 	$(MAKE) --no-print-directory test-go; go=$$?; \
 	wait $$lint; rc=$$?; cat out/lint.log; [ $$go = 0 ] && [ $$rc = 0 ]
 
-# The modules packaging/checks and e2e/k8s need (go mod download: those of
+# The modules packaging/checks and e2e need (go mod download: those of
 # their packages and tests), fetched while the main module compiles.
 .PHONY: test-downloads
 test-downloads:
 	cd packaging/checks && go mod download
-	cd e2e/k8s && go mod download
+	cd e2e && go mod download
 
 # make test's Go tests, after go build, go vet, helmtool and lint-tools.
 .PHONY: test-go
 test-go:
 	HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
 	cd packaging/checks && go vet ./... && HELM='$(CURDIR)/$(HELMTOOL)' go test ./...
-	cd e2e/k8s && go vet ./... && go test ./...
+	cd e2e && go vet ./... && go test ./...
+
+# Everything the e2e targets build, without booting a guest: go vet of the
+# e2e module as each of its builds sees it (e2e/tests only with -tags e2e),
+# and the binaries make e2e, bench, e2e-k8s and e2e-nomad compile (e2e/run.sh,
+# e2e/k8s/host.sh and build-images.sh, e2e/nomad/host.sh) into out/e2e-build.
+# Quick next to a guest's boot; make test leaves the linking out and keeps
+# go vet and go test.
+E2E_BUILD := $(CURDIR)/out/e2e-build
+.PHONY: e2e-build
+e2e-build:
+	mkdir -p '$(E2E_BUILD)'
+	cd e2e && go vet ./... && go vet -tags e2e ./...
+	cd e2e && CGO_ENABLED=0 go test -c -tags e2e -o '$(E2E_BUILD)/e2e.test' ./tests
+	cd e2e && CGO_ENABLED=0 go build -o '$(E2E_BUILD)/bench' ./bench
+	cd e2e && go build -o '$(E2E_BUILD)/results' ./results
+	cd e2e && CGO_ENABLED=0 go test -c -o '$(E2E_BUILD)/k8s.test' ./k8s/suite
+	cd e2e && CGO_ENABLED=0 go build -o '$(E2E_BUILD)/' ./k8s/cmd/...
+	cd e2e && CGO_ENABLED=0 go test -c -o '$(E2E_BUILD)/nomad.test' ./nomad/suite
 
 # Rebuilt on every make test (go's cache makes that a link at most), so it
 # never lags behind packaging/checks/go.mod.
@@ -202,16 +221,16 @@ SHELL_SCRIPTS = $(shell find . \( -path ./.git -o -path ./out -o -path ./dist \)
 	xargs -0 awk 'FNR == 1 { if (FILENAME ~ /\.(sh|bash)$$/ || /^\#!.*[\/ ](ba|da|k)?sh([ \t]|$$)/) print FILENAME; nextfile }')
 
 # The sources: every Go file gofmt'ed; staticcheck's default checks on the
-# three modules, the main one also as e2e/tests builds it (-tags e2e; the two
+# three modules, the e2e one also as e2e/tests builds it (-tags e2e; the two
 # builds' findings merged, so code only the e2e build uses is not unused);
 # shellcheck on every shell script (.shellcheckrc: sourced files are
 # followed). Each accepted finding is silenced where it is, with its reason.
 lint: lint-tools $(STATICCHECK)
 	@unformatted="$$(gofmt -l $$(find . \( -path ./.git -o -path ./out -o -path ./dist \) -prune -o -name '*.go' -print))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l: not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
-	printf 'untagged:\ne2e: -tags=e2e\n' | $(STATICCHECK) -matrix ./...
+	$(STATICCHECK) ./...
 	cd packaging/checks && '$(CURDIR)/$(STATICCHECK)' ./...
-	cd e2e/k8s && '$(CURDIR)/$(STATICCHECK)' ./...
+	cd e2e && printf 'untagged:\ne2e: -tags=e2e\n' | '$(CURDIR)/$(STATICCHECK)' -matrix ./...
 	shellcheck $(SHELL_SCRIPTS)
 
 # Each architecture's binary stays in out/pkg/ARCH, where make release's

@@ -4,8 +4,8 @@ go 1.26.8
 
 require (
 	github.com/container-storage-interface/spec v1.13.0
+	github.com/joho/godotenv v1.5.1
 	github.com/kubernetes-csi/csi-test/v5 v5.6.0
-	github.com/mistifyio/go-zfs/v3 v3.1.0
 	github.com/onsi/ginkgo/v2 v2.32.1
 	github.com/onsi/gomega v1.42.1
 	github.com/prometheus/client_golang v1.25.0
@@ -33,7 +33,6 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/joho/godotenv v1.5.1 // indirect
 	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect

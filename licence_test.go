@@ -151,7 +151,7 @@ func TestNoBUSLNomad(t *testing.T) {
 	}
 	// The walk must have found the harness's Nomad files, or it looked in the
 	// wrong place.
-	for _, path := range []string{"Makefile", "go.mod", "e2e/nomad/config.sh", "e2e/nomad/build-nomad.sh"} {
+	for _, path := range []string{"Makefile", "go.mod", "e2e/go.mod", "e2e/nomad/config.sh", "e2e/nomad/build-nomad.sh"} {
 		if ok, err := buildFile(path); err != nil || !ok {
 			t.Errorf("%s is not read by the rule (%v)", path, err)
 		}

@@ -24,7 +24,7 @@ nomad_prepare() {
 	cp "$REPO/docs/adopting.md" "$dir/adopting.md"
 	peer_certs "$dir/peer" node-a node-b || die "cannot make the peer channel's certificates"
 	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
-	(cd "$REPO" && CGO_ENABLED=0 go test -c -o "$dir/nomad.test" ./e2e/nomad/suite) ||
+	(cd "$REPO/e2e" && CGO_ENABLED=0 go test -c -o "$dir/nomad.test" ./nomad/suite) ||
 		die "the scenarios do not compile (e2e/nomad/suite)"
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // AcrossNodes: with the daemons' peer channel, a claim restored
@@ -98,7 +100,7 @@ func (e *env) volumeHandle(t *testing.T, pv string) string {
 // shows ds.
 func (e *env) peerGone(t *testing.T, ds string) {
 	t.Helper()
-	eventually(t, 3*time.Minute, fmt.Sprintf("%s gone from the other node", ds), func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, fmt.Sprintf("%s gone from the other node", ds), func() (bool, error) {
 		data, err := os.ReadFile(os.Getenv("ZFS_CSI_E2E_PEER_ZFS"))
 		if err != nil {
 			return false, err

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // The opt-in of packaging/kubernetes/snapshot-metadata/, as it installs:
@@ -218,7 +220,7 @@ func (e *env) listerPod(t *testing.T, name, node, image, serviceIP string, args 
 func (e *env) listerOutput(t *testing.T, name string) string {
 	t.Helper()
 	var phase corev1.PodPhase
-	eventually(t, 5*time.Minute, "pod "+name+" to finish", func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, "pod "+name+" to finish", func() (bool, error) {
 		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -274,7 +276,7 @@ func (e *env) removeSnapshotMetadata(t *testing.T) {
 			t.Errorf("clean-up: %v: %s", err, out)
 		}
 	}
-	eventually(t, 3*time.Minute, "the sidecar's pods to go", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the sidecar's pods to go", func() (bool, error) {
 		pods, err := e.cs.CoreV1().Pods(driverNS).List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + snapshotMetadataDS})
 		if apierrors.IsNotFound(err) {
 			return true, nil

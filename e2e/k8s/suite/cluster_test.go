@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // env is the cluster under test, from the environment suite.sh sets.
@@ -89,27 +91,6 @@ func must(t *testing.T, name string, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// eventually polls cond every second until it says done or timeout passes;
-// the last error it returned is in the failure.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		done, err := cond()
-		if err != nil {
-			last = err
-		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-		}
-		time.Sleep(time.Second)
-	}
 }
 
 func ctx() context.Context { return context.Background() }
@@ -187,7 +168,7 @@ func (e *env) podOn(t *testing.T, nodeSelector map[string]string, name, claim st
 func (e *env) finished(t *testing.T, name string, timeout time.Duration) string {
 	t.Helper()
 	var p *corev1.Pod
-	eventually(t, timeout, "pod "+name+" to finish", func() (bool, error) {
+	e2eutil.Eventually(t, timeout, "pod "+name+" to finish", func() (bool, error) {
 		var err error
 		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
@@ -209,7 +190,7 @@ func (e *env) finished(t *testing.T, name string, timeout time.Duration) string 
 func (e *env) running(t *testing.T, name string, timeout time.Duration) *corev1.Pod {
 	t.Helper()
 	var p *corev1.Pod
-	eventually(t, timeout, "pod "+name+" to run", func() (bool, error) {
+	e2eutil.Eventually(t, timeout, "pod "+name+" to run", func() (bool, error) {
 		var err error
 		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
@@ -245,7 +226,7 @@ func (e *env) deletePod(t *testing.T, name string) {
 	if err := e.cs.CoreV1().Pods(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Minute, "pod "+name+" to be gone", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "pod "+name+" to be gone", func() (bool, error) {
 		_, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	})
@@ -255,7 +236,7 @@ func (e *env) deletePod(t *testing.T, name string) {
 func (e *env) boundPV(t *testing.T, claim string) string {
 	t.Helper()
 	var pv string
-	eventually(t, 3*time.Minute, "PVC "+claim+" to be bound", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "PVC "+claim+" to be bound", func() (bool, error) {
 		c, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), claim, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -289,7 +270,7 @@ func (e *env) namespace(t *testing.T) {
 	if _, err := e.cs.CoreV1().Namespaces().Create(ctx(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the default service account of "+e.ns, func() (bool, error) {
+	e2eutil.Eventually(t, 2*time.Minute, "the default service account of "+e.ns, func() (bool, error) {
 		_, err := e.cs.CoreV1().ServiceAccounts(e.ns).Get(ctx(), "default", metav1.GetOptions{})
 		return err == nil, err
 	})
@@ -298,7 +279,7 @@ func (e *env) namespace(t *testing.T) {
 // gonePV waits for a PV to be deleted (reclaim policy Delete).
 func (e *env) gonePV(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, 3*time.Minute, "PV "+name+" to go", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "PV "+name+" to go", func() (bool, error) {
 		pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), name, metav1.GetOptions{})
 		if err == nil {
 			return false, fmt.Errorf("phase %s; %s", pv.Status.Phase, e.eventsIn("", name))

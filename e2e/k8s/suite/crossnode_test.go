@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // peerCA is the CA file of this node's peer channel (e2e/guest/k8s/suite.sh).
@@ -65,7 +67,7 @@ func testTenantMoveRefused(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.pvc(t, stolen, sc, "1Gi", c.mode(), "pvc:"+src)
-	eventually(t, 4*time.Minute, "the provisioner to report the refusal", func() (bool, error) {
+	e2eutil.Eventually(t, 4*time.Minute, "the provisioner to report the refusal", func() (bool, error) {
 		ev := e.events(stolen)
 		return strings.Contains(ev, "moves are not a CSI parameter"), fmt.Errorf("events: %s", ev)
 	})
@@ -141,7 +143,7 @@ func testSmallRestoreAcrossNodes(t *testing.T, e *env) {
 	e.snapshot(t, snap, src)
 	e.pvc(t, small, c.name, "512Mi", c.mode(), "snap:"+snap)
 	e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, small+"-reader", small, c.block, c.read())
-	eventually(t, 8*time.Minute, "two refusals of the small restore", func() (bool, error) {
+	e2eutil.Eventually(t, 8*time.Minute, "two refusals of the small restore", func() (bool, error) {
 		n, err := e.eventCount(small, "ProvisioningFailed", "less than the size", "OutOfRange")
 		return n >= 2, fmt.Errorf("%d refusals (%v); events: %s", n, err, e.events(small))
 	})
@@ -199,7 +201,7 @@ func testCARotation(t *testing.T, e *env) {
 	must(t, "mv", peerCA+".new", peerCA) // one rename, as an operator's tooling would
 	e.pvc(t, second, c.name, "1Gi", c.mode(), "snap:"+snap)
 	e.podOn(t, onPeer, second+"-reader", second, c.block, c.read())
-	eventually(t, 3*time.Minute, "the other node's pull to be refused", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the other node's pull to be refused", func() (bool, error) {
 		ev := e.events(second)
 		return strings.Contains(ev, "no longer accepted"), fmt.Errorf("events: %s", ev)
 	})

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // resizerLease is the lease the csi-resizers of the driver elect their
@@ -46,7 +48,7 @@ func testForwarding(t *testing.T, e *env) {
 		if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Minute, "the unused claim to grow to 2Gi", func() (bool, error) {
+		e2eutil.Eventually(t, 5*time.Minute, "the unused claim to grow to 2Gi", func() (bool, error) {
 			claim, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -72,7 +74,7 @@ func testForwarding(t *testing.T, e *env) {
 		if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Minute, "the claim's class to be forwarded-zstd", func() (bool, error) {
+		e2eutil.Eventually(t, 5*time.Minute, "the claim's class to be forwarded-zstd", func() (bool, error) {
 			claim, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -110,7 +112,7 @@ func testForwarding(t *testing.T, e *env) {
 // DaemonSet starts another), until the lease names another node's pod.
 func (e *env) resizerLeaderOffThisNode(t *testing.T) {
 	t.Helper()
-	eventually(t, 5*time.Minute, "the resizer's leader on another node than "+e.node, func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, "the resizer's leader on another node than "+e.node, func() (bool, error) {
 		lease, err := e.cs.CoordinationV1().Leases(e.driverNS).Get(ctx(), resizerLease, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			return false, fmt.Errorf("lease %s: %v", resizerLease, err)

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 var (
@@ -171,7 +173,7 @@ func testGroupSnapshots(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, 4*time.Minute, "VolumeGroupSnapshot group-1 to be ready", func() (bool, error) {
+	e2eutil.Eventually(t, 4*time.Minute, "VolumeGroupSnapshot group-1 to be ready", func() (bool, error) {
 		g, err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Get(ctx(), "group-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -242,7 +244,7 @@ func testGroupSnapshots(t *testing.T, e *env) {
 func (e *env) groupMembers(t *testing.T, group types.UID) map[string]string {
 	t.Helper()
 	members := map[string]string{}
-	eventually(t, 2*time.Minute, "the group's VolumeSnapshots to be ready", func() (bool, error) {
+	e2eutil.Eventually(t, 2*time.Minute, "the group's VolumeSnapshots to be ready", func() (bool, error) {
 		list, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).List(ctx(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -275,7 +277,7 @@ func (e *env) deleteGroupSnapshot(t *testing.T, name string, members map[string]
 	if err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 4*time.Minute, "VolumeGroupSnapshotContent "+content+" and the members to go", func() (bool, error) {
+	e2eutil.Eventually(t, 4*time.Minute, "VolumeGroupSnapshotContent "+content+" and the members to go", func() (bool, error) {
 		_, err := e.dyn.Resource(groupContentGVR).Get(ctx(), content, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("content: %v; %s", err, e.eventsIn("", content))

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // 13. The daemon's health is visible in the cluster: when zfs-csi.service
@@ -60,7 +62,7 @@ func (e *env) sidecarPod(node string) (*corev1.Pod, error) {
 func (e *env) sidecarPodReady(t *testing.T, node string, want bool, timeout time.Duration) string {
 	t.Helper()
 	var state string
-	eventually(t, timeout, fmt.Sprintf("the sidecar pod on %s to be ready=%v", node, want), func() (bool, error) {
+	e2eutil.Eventually(t, timeout, fmt.Sprintf("the sidecar pod on %s to be ready=%v", node, want), func() (bool, error) {
 		p, err := e.sidecarPod(node)
 		if err != nil {
 			return false, err

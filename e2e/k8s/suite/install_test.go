@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 const (
@@ -34,7 +36,7 @@ func testMissingDistributedSnapshotting(t *testing.T, e *env) {
 	ds := e.dataset(t, e.boundPV(t, name))
 	snap := name + "-snap"
 	e.requestSnapshot(t, snap, name)
-	eventually(t, 3*time.Minute, "the VolumeSnapshot's events to name the missing flag", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the VolumeSnapshot's events to name the missing flag", func() (bool, error) {
 		ev := e.events(snap)
 		return strings.Contains(ev, "SnapshotContentCreationFailed") && strings.Contains(ev, distributedFlag) &&
 			strings.Contains(ev, contentPolicy), fmt.Errorf("events: %s", ev)
@@ -81,7 +83,7 @@ func (e *env) setDistributedSnapshotting(t *testing.T, on bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 4*time.Minute, fmt.Sprintf("the snapshot-controller to run with %s = %v", distributedFlag, on), func() (bool, error) {
+	e2eutil.Eventually(t, 4*time.Minute, fmt.Sprintf("the snapshot-controller to run with %s = %v", distributedFlag, on), func() (bool, error) {
 		pods, err := e.cs.CoreV1().Pods("kube-system").List(ctx(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=snapshot-controller"})
 		if err != nil {
 			return false, err

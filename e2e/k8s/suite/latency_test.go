@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // latencyClaims is how many claims (each with a pod) the Latency scenario
@@ -153,7 +155,7 @@ func (e *env) deleteAll(t *testing.T, names []string) {
 		}
 	}
 	timeout := 3*time.Minute + time.Duration(len(pvs))*15*time.Second
-	eventually(t, timeout, fmt.Sprintf("%d PVs to go", len(pvs)), func() (bool, error) {
+	e2eutil.Eventually(t, timeout, fmt.Sprintf("%d PVs to go", len(pvs)), func() (bool, error) {
 		for pv := range pvs {
 			if _, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), pv, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return false, fmt.Errorf("PV %s: %v; %s", pv, err, e.eventsIn("", pv))

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 const gib = int64(1) << 30
@@ -92,7 +94,7 @@ func (e *env) requestSnapshot(t *testing.T, name, claim string) {
 func (e *env) snapshotReady(t *testing.T, name string) resource.Quantity {
 	t.Helper()
 	var size string
-	eventually(t, 3*time.Minute, "VolumeSnapshot "+name+" to be ready", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "VolumeSnapshot "+name+" to be ready", func() (bool, error) {
 		s, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -120,7 +122,7 @@ func (e *env) deleteSnapshot(t *testing.T, name string) {
 	if err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Minute, "VolumeSnapshotContent "+content+" to go", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "VolumeSnapshotContent "+content+" to go", func() (bool, error) {
 		_, err := e.dyn.Resource(contentGVR).Get(ctx(), content, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	})
@@ -143,7 +145,7 @@ func testExpansion(t *testing.T, e *env) {
 			if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 5*time.Minute, "the claim and the pod's volume to grow to 2Gi", func() (bool, error) {
+			e2eutil.Eventually(t, 5*time.Minute, "the claim and the pod's volume to grow to 2Gi", func() (bool, error) {
 				claim, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
 				if err != nil {
 					return false, err
@@ -222,7 +224,7 @@ func testDeleteWithSnapshot(t *testing.T, e *env) {
 // snapshots, once they are gone.
 func (e *env) reaped(t *testing.T, ds string) {
 	t.Helper()
-	eventually(t, 4*time.Minute, "the reaper to destroy "+ds, func() (bool, error) {
+	e2eutil.Eventually(t, 4*time.Minute, "the reaper to destroy "+ds, func() (bool, error) {
 		out, err := run("zfs", "list", "-H", "-t", "all", "-o", "name", "-r", ds)
 		return err != nil && strings.Contains(out, "does not exist"), fmt.Errorf("still there: %s", out)
 	})
@@ -304,7 +306,7 @@ func testNothingLeft(t *testing.T, e *env) {
 		}
 	}
 	for node, list := range lists {
-		eventually(t, 4*time.Minute, "nothing under "+parent+" on "+node, func() (bool, error) {
+		e2eutil.Eventually(t, 4*time.Minute, "nothing under "+parent+" on "+node, func() (bool, error) {
 			out, err := list()
 			if err != nil {
 				return false, err

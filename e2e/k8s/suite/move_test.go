@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // installedMoveDocs is docs/across-nodes.md as the package installs it.
@@ -175,7 +177,7 @@ func (e *env) plantStaleRound(t *testing.T, ds string) {
 // node: the source went with its rounds, the planted one among them.
 func (e *env) noRoundsLeft(t *testing.T, ds string) {
 	t.Helper()
-	eventually(t, 2*time.Minute, "no round snapshot of "+ds+" left", func() (bool, error) {
+	e2eutil.Eventually(t, 2*time.Minute, "no round snapshot of "+ds+" left", func() (bool, error) {
 		out, err := run("zfs", "list", "-H", "-t", "snapshot", "-o", "name", "-r", e.pool)
 		return err == nil && !strings.Contains(out, ds+"@"), fmt.Errorf("snapshots: %s (%v)", out, err)
 	})

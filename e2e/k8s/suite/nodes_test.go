@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // helm runs the helm tool against the cluster, with its own caches, and
@@ -73,7 +75,7 @@ func (e *env) daemonBack(t *testing.T, node string) {
 	if out, code := e.hostOn(t, node, "start-zfs-csi", "systemctl start zfs-csi"); code != 0 {
 		t.Fatalf("starting zfs-csi on %s: exit %d: %s", node, code, out)
 	}
-	eventually(t, 3*time.Minute, "kubelet to label "+node+" again", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "kubelet to label "+node+" again", func() (bool, error) {
 		return e.hasDaemonLabel(t, node), nil
 	})
 }

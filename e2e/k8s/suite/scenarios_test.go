@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 const (
@@ -86,10 +88,10 @@ func registrations(t *testing.T) int {
 // topology key, and the node's topology label.
 func (e *env) registered(t *testing.T, before int) {
 	t.Helper()
-	eventually(t, 3*time.Minute, "the daemon to log that kubelet registered it", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the daemon to log that kubelet registered it", func() (bool, error) {
 		return registrations(t) > before, nil
 	})
-	eventually(t, 2*time.Minute, "CSINode to list "+driverName, func() (bool, error) {
+	e2eutil.Eventually(t, 2*time.Minute, "CSINode to list "+driverName, func() (bool, error) {
 		n, err := e.cs.StorageV1().CSINodes().Get(ctx(), e.node, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -158,7 +160,7 @@ func (e *env) nodesWithDaemon(t *testing.T) int32 {
 // ready.
 func (e *env) daemonSetReady(t *testing.T, ns, name string, want int32) {
 	t.Helper()
-	eventually(t, 5*time.Minute, "DaemonSet "+name+" to be ready", func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, "DaemonSet "+name+" to be ready", func() (bool, error) {
 		ds, err := e.cs.AppsV1().DaemonSets(ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -305,7 +307,7 @@ func (e *env) checkPV(t *testing.T, name string) {
 // StorageClass, which the scheduler needs to place a late-bound claim.
 func (e *env) capacity(t *testing.T, sc string) {
 	t.Helper()
-	eventually(t, 3*time.Minute, "a CSIStorageCapacity for "+sc, func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "a CSIStorageCapacity for "+sc, func() (bool, error) {
 		list, err := e.cs.StorageV1().CSIStorageCapacities(e.driverNS).List(ctx(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -346,7 +348,7 @@ func (e *env) deletePVC(t *testing.T, name, ds string) {
 		e.gonePV(t, pv)
 	}
 	if ds != "" {
-		eventually(t, 3*time.Minute, "dataset "+ds+" to be destroyed", func() (bool, error) {
+		e2eutil.Eventually(t, 3*time.Minute, "dataset "+ds+" to be destroyed", func() (bool, error) {
 			out, err := run("zfs", "list", "-H", "-o", "name", ds)
 			return err != nil && strings.Contains(out, "does not exist"), err
 		})

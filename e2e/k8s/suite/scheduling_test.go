@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // 14. Scheduling on two nodes, with nothing but the claims and pods a user
@@ -92,7 +94,7 @@ func testScheduling(t *testing.T, e *env) {
 	}
 	must(t, "zfs", "create", "-o", "refreservation="+strconv.FormatInt(avail-size/2, 10), e.pool+fill)
 	t.Cleanup(func() { _, _ = run("zfs", "destroy", e.pool+fill) })
-	eventually(t, 4*time.Minute, fmt.Sprintf("%s's published capacity for %s to drop below %d bytes", a, c.name, size), func() (bool, error) {
+	e2eutil.Eventually(t, 4*time.Minute, fmt.Sprintf("%s's published capacity for %s to drop below %d bytes", a, c.name, size), func() (bool, error) {
 		left, err := e.publishedCapacity(c.name, a)
 		return err == nil && left < size, fmt.Errorf("%d bytes (%v)", left, err)
 	})

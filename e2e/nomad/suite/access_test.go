@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // Only the plugin job reaches the daemon (docs/security.md, "Nomad": who can reach the
@@ -46,7 +48,7 @@ func testOnlyThePluginJob(t *testing.T, e *env) {
 		must(t, "nomad", "job", "run", "-detach", imposter)
 		defer must(t, "nomad", "job", "stop", "-purge", "-namespace", "default", "zfs-csi")
 		var here alloc
-		eventually(t, 5*time.Minute, "the copy running on "+e.node, func() (bool, error) {
+		e2eutil.Eventually(t, 5*time.Minute, "the copy running on "+e.node, func() (bool, error) {
 			var allocs []alloc
 			out, err := run("nomad", "job", "allocs", "-namespace", "default", "-json", "zfs-csi")
 			if err != nil || decode(out, &allocs) != nil {
@@ -62,7 +64,7 @@ func testOnlyThePluginJob(t *testing.T, e *env) {
 		})
 		dir := filepath.Join("/opt/nomad/data/client/csi/plugins", here.ID)
 		// The bridge looks every 2 s; Nomad probes every 5 s.
-		eventually(t, time.Minute, "the bridge's refusal of "+here.ID, func() (bool, error) {
+		e2eutil.Eventually(t, time.Minute, "the bridge's refusal of "+here.ID, func() (bool, error) {
 			out, err := run("journalctl", "-u", "zfs-csi-nomad", "--no-pager", "-o", "cat")
 			for _, line := range strings.Split(out, "\n") {
 				if strings.Contains(line, here.ID) && strings.Contains(line, "allocation refused") {

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // Across nodes when something goes wrong (through
@@ -124,7 +126,7 @@ func testRestoreAcrossNodesEncrypted(t *testing.T, e *env) {
 	restore := e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"` + restored + `"`,
 		`"@NODE@:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"@NODE@"`: `"` + e.peer + `"`, `"10GiB"`: `"128MiB"`,
 		"topology_request {": secretsBlock + "topology_request {"})
-	eventually(t, 10*time.Minute, "the encrypted restore on "+e.peer+" to be created", func() (bool, error) {
+	e2eutil.Eventually(t, 10*time.Minute, "the encrypted restore on "+e.peer+" to be created", func() (bool, error) {
 		_, err := run("nomad", "volume", "create", restore)
 		return err == nil, err
 	})
@@ -353,7 +355,7 @@ func testMoveStaleRound(t *testing.T, e *env) {
 		} `json:"volume"`
 	}
 	finals := 0
-	eventually(t, 10*time.Minute, "the final round on "+e.peer, func() (bool, error) {
+	e2eutil.Eventually(t, 10*time.Minute, "the final round on "+e.peer, func() (bool, error) {
 		finals++
 		out, err := e.onPeer(t, 5*time.Minute, "zfs-csi ctl move-volume --final "+moved+" "+source.ExternalID)
 		if err != nil {
@@ -410,7 +412,7 @@ func (e *env) noPullLeft(t *testing.T) {
 	t.Helper()
 	incoming := e.pool + "/csi/_incoming/"
 	for _, node := range []string{e.node, e.peer} {
-		eventually(t, 2*time.Minute, "no round or received dataset on "+node, func() (bool, error) {
+		e2eutil.Eventually(t, 2*time.Minute, "no round or received dataset on "+node, func() (bool, error) {
 			var left []string
 			for _, ds := range e.datasets(t, node) {
 				if strings.Contains(ds, "@csi-clone-pull-") || strings.HasPrefix(ds, incoming) {
@@ -441,7 +443,7 @@ func testCARotation(t *testing.T, e *env) {
 			`"@NODE@:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"@NODE@"`: `"` + e.peer + `"`, `"10GiB"`: `"64MiB"`})
 	}
 	first, second := "ca-restore-1", "ca-restore-2"
-	eventually(t, 10*time.Minute, "the first restore on "+e.peer, func() (bool, error) {
+	e2eutil.Eventually(t, 10*time.Minute, "the first restore on "+e.peer, func() (bool, error) {
 		_, err := run("nomad", "volume", "create", restore(first))
 		return err == nil, err
 	})
@@ -466,7 +468,7 @@ func testCARotation(t *testing.T, e *env) {
 		t.Errorf("the refusal does not say Unauthenticated")
 	}
 	var refusal string
-	eventually(t, 30*time.Second, e.node+"'s log of the refusal of "+e.peer, func() (bool, error) {
+	e2eutil.Eventually(t, 30*time.Second, e.node+"'s log of the refusal of "+e.peer, func() (bool, error) {
 		journal, err := run("journalctl", "-u", "zfs-csi", "-o", "cat", "--no-pager", "--since", "@"+strconv.FormatInt(rotated.Unix()-1, 10))
 		for _, line := range strings.Split(journal, "\n") {
 			if strings.Contains(line, `"caller":"`+e.peer+`"`) && strings.Contains(line, `"code":"Unauthenticated"`) {
@@ -490,7 +492,7 @@ func testCARotation(t *testing.T, e *env) {
 
 	replaceFile(t, caFile, original)
 	restored := time.Now()
-	eventually(t, 10*time.Minute, "the restore on "+e.peer+" with the CA file back", func() (bool, error) {
+	e2eutil.Eventually(t, 10*time.Minute, "the restore on "+e.peer+" with the CA file back", func() (bool, error) {
 		_, err := run("nomad", "volume", "create", restore(second))
 		return err == nil, err
 	})

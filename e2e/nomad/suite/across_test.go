@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // Across nodes through Nomad, with the daemons'
@@ -36,7 +38,7 @@ func testRestoreAcrossNodes(t *testing.T, e *env) {
 		`"@NODE@:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"@NODE@"`: `"` + e.peer + `"`, `"10GiB"`: `"128MiB"`})
 	start := time.Now()
 	tries := 0
-	eventually(t, 10*time.Minute, "the restore on "+e.peer+" to be created", func() (bool, error) {
+	e2eutil.Eventually(t, 10*time.Minute, "the restore on "+e.peer+" to be created", func() (bool, error) {
 		tries++
 		_, err := run("nomad", "volume", "create", restore)
 		return err == nil, err
@@ -89,7 +91,7 @@ func testMoveAcrossNodes(t *testing.T, e *env) {
 		} `json:"volume"`
 	}
 	var out string
-	eventually(t, 5*time.Minute, "the final round", func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, "the final round", func() (bool, error) {
 		var err error
 		out, err = run("zfs-csi", "ctl", "move-volume", "--final", moved, source.ExternalID)
 		return err == nil, err
@@ -158,7 +160,7 @@ topology_request {
 // released waits until no allocation claims volume id.
 func (e *env) released(t *testing.T, id string) {
 	t.Helper()
-	eventually(t, 3*time.Minute, "the claims of "+id+" to be released", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the claims of "+id+" to be released", func() (bool, error) {
 		var v struct{ ReadAllocs, WriteAllocs map[string]any }
 		out, err := run("nomad", "volume", "status", "-json", id)
 		if err != nil || decode(out, &v) != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // 4k. Adoption as docs/adopting.md tells it for Nomad: data made on node-a
@@ -112,7 +114,7 @@ func (e *env) adoptAndRead(t *testing.T, block, plain, name string, flags []stri
 	must(t, "nomad", "volume", "deregister", name)
 	// Nomad unstages a moment after the claim goes: release is refused
 	// (FAILED_PRECONDITION) while the volume is staged.
-	eventually(t, 2*time.Minute, "the release of "+adopted.VolumeID, func() (bool, error) {
+	e2eutil.Eventually(t, 2*time.Minute, "the release of "+adopted.VolumeID, func() (bool, error) {
 		_, err := run("zfs-csi", "ctl", "release", adopted.VolumeID)
 		return err == nil, err
 	})
@@ -200,7 +202,7 @@ func csiProperties(t *testing.T, ds string) []string {
 func zvolDevice(t *testing.T, zvol string) string {
 	t.Helper()
 	device := "/dev/zvol/" + zvol
-	eventually(t, time.Minute, device, func() (bool, error) {
+	e2eutil.Eventually(t, time.Minute, device, func() (bool, error) {
 		_, _ = run("udevadm", "settle")
 		_, err := os.Stat(device)
 		return err == nil, err

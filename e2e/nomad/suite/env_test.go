@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // env is the cluster under test, from the environment suite.sh sets.
@@ -104,26 +106,6 @@ func nomadJSON(t *testing.T, into any, args ...string) {
 	}
 }
 
-// eventually polls cond every second until it says done or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		done, err := cond()
-		if err != nil {
-			last = err
-		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
 // spec writes a copy of a shipped volume spec with the edits docs/nomad.md tells
 // a user to make (id, name, node, size, snapshot) and returns its path.
 func (e *env) spec(t *testing.T, file string, edits map[string]string) string {
@@ -191,7 +173,7 @@ func (e *env) datasets(t *testing.T, node string) []string {
 // onNode waits until ds exists (want) or is gone (!want) on node.
 func (e *env) onNode(t *testing.T, node, ds string, want bool) {
 	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("%s on %s: exists=%v", ds, node, want), func() (bool, error) {
+	e2eutil.Eventually(t, time.Minute, fmt.Sprintf("%s on %s: exists=%v", ds, node, want), func() (bool, error) {
 		for _, name := range e.datasets(t, node) {
 			if name == ds {
 				return want, nil
@@ -226,7 +208,7 @@ func (e *env) onPeer(t *testing.T, timeout time.Duration, script string) (string
 		t.Fatal(err)
 	}
 	var rc string
-	eventually(t, timeout, fmt.Sprintf("%s to run %q", e.peer, script), func() (bool, error) {
+	e2eutil.Eventually(t, timeout, fmt.Sprintf("%s to run %q", e.peer, script), func() (bool, error) {
 		data, err := os.ReadFile(base + ".rc")
 		rc = strings.TrimSpace(string(data))
 		return err == nil, err

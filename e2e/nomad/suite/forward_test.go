@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // otherNodeMarker is the phrase of a refusal for another node's volume
@@ -115,7 +117,7 @@ func testForwarding(t *testing.T, e *env) {
 // peerProperty waits until the peer's published `zfs get` shows value.
 func (e *env) peerProperty(t *testing.T, ds, property, value string) {
 	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("%s=%s on %s's %s", property, value, e.peer, ds), func() (bool, error) {
+	e2eutil.Eventually(t, time.Minute, fmt.Sprintf("%s=%s on %s's %s", property, value, e.peer, ds), func() (bool, error) {
 		data, err := os.ReadFile(filepath.Join(e.peerResults, "zfs-props.txt"))
 		if err != nil {
 			return false, err
@@ -133,7 +135,7 @@ func (e *env) peerProperty(t *testing.T, ds, property, value string) {
 func (e *env) peerCounts(t *testing.T) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
-	eventually(t, 30*time.Second, "node-b's published log counts", func() (bool, error) {
+	e2eutil.Eventually(t, 30*time.Second, "node-b's published log counts", func() (bool, error) {
 		data, err := os.ReadFile(filepath.Join(e.peerResults, "driver-counts.txt"))
 		if err != nil {
 			return false, err

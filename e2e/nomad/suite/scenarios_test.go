@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 const (
@@ -64,7 +66,7 @@ func testPlugin(t *testing.T, e *env) {
 // on both clients.
 func (e *env) pluginHealthy(t *testing.T) {
 	t.Helper()
-	eventually(t, 5*time.Minute, "the plugin healthy on both clients", func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, "the plugin healthy on both clients", func() (bool, error) {
 		var p struct {
 			ControllersHealthy, ControllersExpected, NodesHealthy, NodesExpected int
 		}
@@ -193,7 +195,7 @@ func (e *env) runJob(t *testing.T, path, job string) (node, stdout string) {
 	t.Helper()
 	must(t, "nomad", "job", "run", "-detach", path)
 	var a alloc
-	eventually(t, 5*time.Minute, "job "+job+" to complete", func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, "job "+job+" to complete", func() (bool, error) {
 		var allocs []alloc
 		out, err := run("nomad", "job", "allocs", "-json", job)
 		if err != nil {
@@ -281,7 +283,7 @@ func (e *env) blockVolume(t *testing.T, file, specID, size string) {
 		}
 		e.stopService(t, job, id)
 	}
-	eventually(t, 3*time.Minute, "the volume's claims to be released", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the volume's claims to be released", func() (bool, error) {
 		_, err := run("nomad", "volume", "delete", id)
 		return err == nil, err
 	})
@@ -301,7 +303,7 @@ func (e *env) running(t *testing.T, path, job string) alloc {
 	}
 	must(t, "nomad", "job", "run", "-detach", path)
 	var a alloc
-	eventually(t, 5*time.Minute, job+" to run", func() (bool, error) {
+	e2eutil.Eventually(t, 5*time.Minute, job+" to run", func() (bool, error) {
 		var allocs []alloc
 		out, err := run("nomad", "job", "allocs", "-json", job)
 		if err != nil || decode(out, &allocs) != nil || len(allocs) == 0 {
@@ -324,7 +326,7 @@ func (e *env) running(t *testing.T, path, job string) alloc {
 func (e *env) stopService(t *testing.T, job, vol string) {
 	t.Helper()
 	must(t, "nomad", "job", "stop", "-detach", "-purge", job)
-	eventually(t, 3*time.Minute, "no allocation to hold volume "+vol, func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "no allocation to hold volume "+vol, func() (bool, error) {
 		var v struct{ ReadAllocs, WriteAllocs map[string]any }
 		out, err := run("nomad", "volume", "status", "-json", vol)
 		if err != nil || decode(out, &v) != nil {
@@ -393,14 +395,14 @@ func testRestart(t *testing.T, e *env) {
 	for _, unit := range []string{"zfs-csi", "zfs-csi-nomad", "nomad"} {
 		before := lines()
 		must(t, "systemctl", "restart", unit)
-		eventually(t, 3*time.Minute, "the agent's API after restarting "+unit, func() (bool, error) {
+		e2eutil.Eventually(t, 3*time.Minute, "the agent's API after restarting "+unit, func() (bool, error) {
 			_, err := run("nomad", "node", "status", "-self")
 			return err == nil, err
 		})
 		time.Sleep(15 * time.Second)
 		// The plugin stays healthy: Nomad needs it to unpublish the
 		// volume when the job stops.
-		eventually(t, 2*time.Minute, "the plugin healthy after restarting "+unit, func() (bool, error) {
+		e2eutil.Eventually(t, 2*time.Minute, "the plugin healthy after restarting "+unit, func() (bool, error) {
 			var p struct{ ControllersHealthy, NodesHealthy int }
 			out, err := run("nomad", "plugin", "status", "-json", pluginID)
 			if err != nil || decode(out, &p) != nil {
@@ -418,7 +420,7 @@ func testRestart(t *testing.T, e *env) {
 		}
 	}
 	e.stopService(t, "busy-writer", id)
-	eventually(t, 3*time.Minute, "the volume's claim to be released", func() (bool, error) {
+	e2eutil.Eventually(t, 3*time.Minute, "the volume's claim to be released", func() (bool, error) {
 		_, err := run("nomad", "volume", "delete", id)
 		return err == nil, err
 	})
@@ -444,7 +446,7 @@ func mountOf(t *testing.T, ds string) string {
 // 6. Nothing is left on either node, and no volume in Nomad.
 func testNothingLeft(t *testing.T, e *env) {
 	for _, node := range []string{e.node, e.peer} {
-		eventually(t, 4*time.Minute, "nothing under "+e.pool+"/csi on "+node, func() (bool, error) {
+		e2eutil.Eventually(t, 4*time.Minute, "nothing under "+e.pool+"/csi on "+node, func() (bool, error) {
 			var left []string
 			for _, ds := range e.datasets(t, node) {
 				// The container of pulls under way (controller.IncomingContainer)

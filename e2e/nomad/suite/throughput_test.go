@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // A cross-node restore's stream against bare `zfs send |
@@ -55,7 +57,7 @@ func testThroughputAcrossNodes(t *testing.T, e *env) {
 	restored := "tp-restored"
 	restore := e.spec(t, "volume-from-snapshot.hcl", map[string]string{`"pg-data-restore"`: `"` + restored + `"`,
 		`"@NODE@:tank/csi/pg-data@nightly"`: `"` + snapID + `"`, `"@NODE@"`: `"` + e.peer + `"`, `"10GiB"`: `"512MiB"`})
-	eventually(t, 15*time.Minute, "the restore on "+e.peer+" to be created", func() (bool, error) {
+	e2eutil.Eventually(t, 15*time.Minute, "the restore on "+e.peer+" to be created", func() (bool, error) {
 		_, err := run("nomad", "volume", "create", restore)
 		return err == nil, err
 	})
@@ -198,7 +200,7 @@ type pullFigures struct {
 func (e *env) peerPull(t *testing.T, volume string) pullFigures {
 	t.Helper()
 	var got pullFigures
-	eventually(t, time.Minute, "node-b's log of the pull of "+volume, func() (bool, error) {
+	e2eutil.Eventually(t, time.Minute, "node-b's log of the pull of "+volume, func() (bool, error) {
 		data, err := os.ReadFile(filepath.Join(e.peerResults, "pulls.txt"))
 		if err != nil {
 			return false, err
