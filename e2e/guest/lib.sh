@@ -94,6 +94,47 @@ set_option() {
 	fi
 }
 
+# PEER_DIR is where a node's daemon reads its peer channel's certificates.
+PEER_DIR=/etc/zfs-csi/peer
+
+# install_driver DISK WORK makes the pool on DISK with its parent dataset
+# and installs the package from the share in WORK, as docs/install.md does
+# on a node; the options every cluster suite sets: the parent, debug logs,
+# and moves allowed (both operators allow them, docs/across-nodes.md).
+install_driver() {
+	local disk="$1" work="$2"
+	zpool create -f "$POOL" "$disk" && zfs create "$POOL/csi" || return 1
+	mkdir -p "$work"
+	cp "$SHARE"/zfs-csi_*_amd64.deb "$work/" || return 1
+	(cd "$work" && apt-get install -y -q ./zfs-csi_*_amd64.deb) >"$RESULTS/apt-install.log" 2>&1 ||
+		{ tail -20 "$RESULTS/apt-install.log"; return 1; }
+	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
+	set_option ZFS_CSI_LOG_LEVEL debug
+	set_option ZFS_CSI_ALLOW_MOVES true
+}
+
+# peer_channel CERTS LISTEN PEERS configures the daemons' peer channel
+# (docs/across-nodes.md) with the certificates the host made in CERTS: this
+# node's certificate and key and the CA. The daemon listens at LISTEN and
+# knows the other nodes as PEERS (node=address:port,...).
+peer_channel() {
+	local certs="$1" listen="$2" peers="$3"
+	install -d -m 0700 "$PEER_DIR" &&
+		install -m 0600 "$certs/ca.pem" "$certs/$NODE.pem" "$certs/$NODE.key" "$PEER_DIR/" || return 1
+	set_option ZFS_CSI_PEER_CERT "$PEER_DIR/$NODE.pem"
+	set_option ZFS_CSI_PEER_KEY "$PEER_DIR/$NODE.key"
+	set_option ZFS_CSI_PEER_CA "$PEER_DIR/ca.pem"
+	set_option ZFS_CSI_PEER_LISTEN "$listen"
+	set_option ZFS_CSI_PEERS "$peers"
+}
+
+# restart_driver starts the daemon with the options set, and notes the
+# package's and ZFS's versions.
+restart_driver() {
+	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
+	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
+}
+
 # go_test_summary LOG appends one summary line per test of a `go test -v`
 # log (subtests too), with its verdict and time, for the host's table.
 go_test_summary() {

@@ -75,37 +75,18 @@ step_network() {
 }
 
 step_driver() {
-	zpool create -f "$POOL" "$POOL_DISK" && zfs create "$POOL/csi" || return 1
-	mkdir -p "$WORK"
-	cp "$SHARE"/zfs-csi_*_amd64.deb "$WORK/" || return 1
-	(cd "$WORK" && apt-get install -y -q ./zfs-csi_*_amd64.deb) >"$RESULTS/apt-install.log" 2>&1 ||
-		{ tail -20 "$RESULTS/apt-install.log"; return 1; }
-	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
+	install_driver "$POOL_DISK" "$WORK" || return 1
 	set_option ZFS_CSI_KUBERNETES true
 	set_option ZFS_CSI_NODE_ID "$NODE"
-	set_option ZFS_CSI_LOG_LEVEL debug
-	set_option ZFS_CSI_ALLOW_MOVES true
-	peer_channel || return 1
+	# Each node serves the other at port 7443 of its link address, as the
+	# nodes' table gives them.
+	peer_channel "$K8S/peer" "$NODE_IP:7443" \
+		"$(awk '{printf "%s%s=%s:7443", (NR > 1 ? "," : ""), $2, $3}' "$K8S/nodes")" || return 1
 	# The daemon refuses a kubelet directory that does not exist (a wrong
 	# --kubelet-dir would leave kubelet without the plugin): make it first,
 	# as kubelet's package does on a real node.
 	mkdir -p /var/lib/kubelet
-	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
-	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
-}
-
-# peer_channel configures the daemons' peer channel (docs/across-nodes.md) with the
-# certificates host.sh made: each node serves the other at port 7443 of its
-# link address, as the nodes' table gives them.
-peer_channel() {
-	local dir=/etc/zfs-csi/peer
-	install -d -m 0700 "$dir" &&
-		install -m 0600 "$K8S/peer/ca.pem" "$K8S/peer/$NODE.pem" "$K8S/peer/$NODE.key" "$dir/" || return 1
-	set_option ZFS_CSI_PEER_CERT "$dir/$NODE.pem"
-	set_option ZFS_CSI_PEER_KEY "$dir/$NODE.key"
-	set_option ZFS_CSI_PEER_CA "$dir/ca.pem"
-	set_option ZFS_CSI_PEER_LISTEN "$NODE_IP:7443"
-	set_option ZFS_CSI_PEERS "$(awk '{printf "%s%s=%s:7443", (NR > 1 ? "," : ""), $2, $3}' "$K8S/nodes")"
+	restart_driver
 }
 
 step_containerd() {

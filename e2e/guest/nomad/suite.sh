@@ -31,7 +31,6 @@ IP=$SERVER_IP
 [[ $ROLE == b ]] && IP=192.168.77.2
 # The daemons' peer channel: each serves the other at port 7443.
 PEER_PORT=7443
-PEER_DIR=/etc/zfs-csi/peer
 POOL=tank
 WORK=/tmp/e2e-nomad
 DONE=$SHARE/results/scenarios-done
@@ -61,33 +60,10 @@ NET
 }
 
 step_driver() {
-	zpool create -f "$POOL" /dev/vdb && zfs create "$POOL/csi" || return 1
-	mkdir -p "$WORK"
-	cp "$SHARE"/zfs-csi_*_amd64.deb "$WORK/" || return 1
-	(cd "$WORK" && apt-get install -y -q ./zfs-csi_*_amd64.deb) >"$RESULTS/apt-install.log" 2>&1 ||
-		{ tail -20 "$RESULTS/apt-install.log"; return 1; }
 	# As README.md says: the parent dataset; the node ID is the host name.
-	set_option ZFS_CSI_PARENT_DATASETS "$POOL/csi"
-	set_option ZFS_CSI_LOG_LEVEL debug
-	# The MoveAcrossNodes scenario moves a volume between the nodes: both
-	# operators allow it (docs/across-nodes.md, "Moving a volume").
-	set_option ZFS_CSI_ALLOW_MOVES true
-	peer_channel || return 1
-	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
-	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
-}
-
-# peer_channel configures the channel between the daemons with the
-# certificates host.sh made: this node's certificate and key, the CA, where
-# it listens and where the other node is.
-peer_channel() {
-	install -d -m 0700 "$PEER_DIR" &&
-		install -m 0600 "$NOMAD/peer/ca.pem" "$NOMAD/peer/$NODE.pem" "$NOMAD/peer/$NODE.key" "$PEER_DIR/" || return 1
-	set_option ZFS_CSI_PEER_CERT "$PEER_DIR/$NODE.pem"
-	set_option ZFS_CSI_PEER_KEY "$PEER_DIR/$NODE.key"
-	set_option ZFS_CSI_PEER_CA "$PEER_DIR/ca.pem"
-	set_option ZFS_CSI_PEER_LISTEN "$IP:$PEER_PORT"
-	set_option ZFS_CSI_PEERS "node-a=192.168.77.1:$PEER_PORT,node-b=192.168.77.2:$PEER_PORT"
+	install_driver /dev/vdb "$WORK" || return 1
+	peer_channel "$NOMAD/peer" "$IP:$PEER_PORT" "node-a=192.168.77.1:$PEER_PORT,node-b=192.168.77.2:$PEER_PORT" || return 1
+	restart_driver
 }
 
 step_agent() {
