@@ -103,7 +103,7 @@ func TestEverySymbolARCHITECTURENamesExists(t *testing.T) {
 
 // declaresMethod reports whether some type of the package has a method or
 // field of that name (ARCHITECTURE.md names wiring.ConnectPeers for the
-// method of wiring.Plugin).
+// method of wiring.Services).
 func declaresMethod(names map[string]bool, name string) bool {
 	for declared := range names {
 		if _, member, ok := strings.Cut(declared, "."); ok && member == name {

@@ -39,13 +39,17 @@ type DaemonOptions struct {
 	// StopTimeout is how long calls under way may finish once Run's
 	// context is done.
 	StopTimeout time.Duration
-	// Interceptors wrap every call of every socket, outermost (metrics);
-	// OnCommand sees every zfs command (metrics).
-	Interceptors []grpc.UnaryServerInterceptor
-	OnCommand    func(command string, took time.Duration, err error)
+	// MetricsAddress is where Prometheus metrics are served ("" for
+	// nowhere; a bare port binds loopback: metrics.ListenAddress), behind
+	// MetricsWebConfig, exporter-toolkit's web configuration file ("" for
+	// plain HTTP). The metrics count every call of every socket and every
+	// zfs command.
+	MetricsAddress   string
+	MetricsWebConfig string
 	// Ready is told the sockets once they all listen and Run serves;
-	// Stopping is called when the stop begins, before the CSI sockets go,
-	// with the stop timeout's context. Either may be nil.
+	// Stopping is called when the stop begins, once the metrics listener
+	// stopped and before the CSI sockets go, with the stop timeout's
+	// context. Either may be nil.
 	Ready    func(sockets []string)
 	Stopping func(ctx context.Context)
 	// ZFS and Mounter are the host; nil means the real ones (zfs.Exec,
@@ -56,62 +60,79 @@ type DaemonOptions struct {
 
 // Daemon is everything the daemon runs: the services over one ZFS and one
 // host, the CSI socket, the operator's socket, kubelet's sockets, the peer
-// channel and the reaper.
+// channel, the reaper and the metrics listener.
 type Daemon struct {
-	opts     DaemonOptions
-	zfs      zfs.Interface
-	plugin   *Plugin
-	server   *rpc.Server
-	operator *rpc.Server
-	kubelet  *kubelet.Server
-	peers    *peer.Server
+	opts      DaemonOptions
+	zfs       zfs.Interface
+	services  *Services
+	server    *rpc.Server
+	operator  *rpc.Server
+	kubelet   *kubelet.Server
+	peers     *peer.Server
+	telemetry *telemetry
 }
 
-// NewDaemon checks that the parent datasets can hold volumes, wires the
-// services and listens on every socket; Run serves them. A parent that is
-// missing fails it ("cannot start"): the service manager tries again.
+// NewDaemon listens for metrics, checks that the parent datasets can hold
+// volumes, wires the services and listens on every socket; Run serves
+// them. A parent that is missing fails it ("cannot start"): the service
+// manager tries again.
 func NewDaemon(ctx context.Context, opts DaemonOptions) (*Daemon, error) {
-	log := opts.Log
-	z := opts.ZFS
-	if z == nil {
-		z = zfs.NewExec(zfs.ExecConfig{Logger: log, OnCommand: opts.OnCommand})
+	d := &Daemon{opts: opts, zfs: opts.ZFS}
+	var err error
+	// The metrics come first: the zfs runner reports every command to them.
+	if d.telemetry, err = listenMetrics(opts, d.readMetrics); err != nil {
+		return nil, err
+	}
+	if d.zfs == nil {
+		d.zfs = zfs.NewExec(zfs.ExecConfig{Logger: opts.Log, OnCommand: d.telemetry.onCommand()})
 	}
 	mounter := opts.Mounter
 	if mounter == nil {
-		mounter = node.NewMounter(log)
+		mounter = node.NewMounter(opts.Log)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := inventory.CheckParents(startCtx, z, opts.Config)
+	err = inventory.CheckParents(startCtx, d.zfs, opts.Config)
 	cancel()
 	if err != nil {
+		d.telemetry.close()
 		return nil, fmt.Errorf("cannot start: %w", err)
 	}
-	plugin, err := New(opts.Config, z, mounter, log, opts.Node)
-	if err != nil {
+	if d.services, err = newServices(opts.Config, d.zfs, mounter, opts.Log, opts.Node); err != nil {
+		d.telemetry.close()
 		return nil, err
 	}
-	d := &Daemon{opts: opts, zfs: z, plugin: plugin}
-	if d.peers, err = plugin.ConnectPeers(opts.Peer, log); err != nil {
-		return nil, err
-	}
-	plugin.ForwardCalls(opts.Config, d.peers)
-	d.server = rpc.NewServer(log, plugin.Services, opts.Interceptors...)
-	if err := d.server.Listen(opts.Endpoint); err != nil {
-		return nil, err
-	}
-	if err := d.listenOperator(); err != nil {
+	if err := d.listen(); err != nil {
 		d.Close()
 		return nil, err
 	}
-	if opts.Kubernetes {
-		d.kubelet = kubelet.New(log, d.kubeletConfig(), KubernetesServices(plugin.Services), opts.Interceptors...)
+	return d, nil
+}
+
+// listen opens the peer channel, then the CSI, operator's and kubelet's
+// sockets, the interceptors of the metrics outermost on each.
+func (d *Daemon) listen() error {
+	var err error
+	if d.peers, err = d.services.ConnectPeers(d.opts.Peer, d.opts.Log); err != nil {
+		return err
+	}
+	d.services.ForwardCalls(d.opts.Config, d.peers)
+	interceptors := d.telemetry.interceptors()
+	d.server = rpc.NewServer(d.opts.Log, d.services.CSI, interceptors...)
+	if err := d.server.Listen(d.opts.Endpoint); err != nil {
+		d.server = nil
+		return err
+	}
+	if err := d.listenOperator(interceptors); err != nil {
+		return err
+	}
+	if d.opts.Kubernetes {
+		d.kubelet = kubelet.New(d.opts.Log, d.kubeletConfig(), KubernetesServices(d.services.CSI), interceptors...)
 		if err := d.kubelet.Listen(); err != nil {
 			d.kubelet = nil
-			d.Close()
-			return nil, err
+			return err
 		}
 	}
-	return d, nil
+	return nil
 }
 
 func (d *Daemon) kubeletConfig() kubelet.Config {
@@ -119,12 +140,12 @@ func (d *Daemon) kubeletConfig() kubelet.Config {
 }
 
 // listenOperator listens on the operator's socket and serves it.
-func (d *Daemon) listenOperator() error {
+func (d *Daemon) listenOperator(interceptors []grpc.UnaryServerInterceptor) error {
 	endpoint, err := rpc.OperatorEndpoint(d.opts.Endpoint, d.opts.OperatorSocket)
 	if err != nil {
 		return err
 	}
-	server := d.plugin.OperatorServer(d.opts.Log, d.opts.Interceptors...)
+	server := d.services.OperatorServer(d.opts.Log, interceptors...)
 	if err := server.Listen(endpoint); err != nil {
 		return err
 	}
@@ -137,9 +158,9 @@ func (d *Daemon) listenOperator() error {
 	return nil
 }
 
-// ReadMetrics reads the pool and volume state the metrics show
+// readMetrics reads the pool and volume state the metrics show
 // (MetricsState) from the daemon's ZFS.
-func (d *Daemon) ReadMetrics(ctx context.Context) (metrics.State, error) {
+func (d *Daemon) readMetrics(ctx context.Context) (metrics.State, error) {
 	return MetricsState(ctx, d.zfs, d.opts.Config)
 }
 
@@ -157,6 +178,7 @@ func (d *Daemon) Sockets() []string {
 // StopTimeout and removes the sockets.
 func (d *Daemon) Run(ctx context.Context) error {
 	log := d.opts.Log
+	go d.telemetry.serve(log)
 	if d.peers != nil {
 		go func() {
 			if err := d.peers.Serve(); err != nil {
@@ -164,7 +186,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	go d.plugin.Controller.RunReaper(ctx, d.opts.ReapInterval)
+	go d.services.Controller.RunReaper(ctx, d.opts.ReapInterval)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -187,6 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// removed: wait, or a restart finds them left behind and kubelet keeps
 	// a registration whose plugin is gone.
 	<-stopped
+	d.telemetry.wait()
 	return nil
 }
 
@@ -197,25 +220,48 @@ func (d *Daemon) Close() {
 	d.stop(ctx, false)
 }
 
-// stop stops the peer channel and the operator's socket, then (after
-// Stopping, when the daemon ran) the kubelet sockets (registration first)
-// and the main server side by side, so that one's calls under way do not
-// eat the other's share of the stop timeout.
+// stop stops the peer channel, the operator's socket and the metrics
+// listener, then (after Stopping, when the daemon ran) the kubelet sockets
+// (registration first) and the main server side by side, so that one's
+// calls under way do not eat the other's share of the stop timeout. The
+// connections to peers go last: a call under way may still forward.
 func (d *Daemon) stop(ctx context.Context, ran bool) {
-	d.plugin.Controller.Close()
+	d.services.Controller.Close()
 	if d.peers != nil {
 		d.peers.Stop(ctx)
 	}
 	if d.operator != nil {
 		d.operator.Stop(ctx)
 	}
-	if ran && d.opts.Stopping != nil {
-		d.opts.Stopping(ctx)
+	if ran {
+		d.telemetry.stop(ctx)
+		if d.opts.Stopping != nil {
+			d.opts.Stopping(ctx)
+		}
+	} else {
+		d.telemetry.close()
 	}
 	var wg sync.WaitGroup
 	if d.kubelet != nil {
 		wg.Go(func() { d.kubelet.Stop(ctx) })
 	}
-	wg.Go(func() { d.server.Stop(ctx) })
+	if d.server != nil {
+		wg.Go(func() { d.server.Stop(ctx) })
+	}
 	wg.Wait()
+	d.services.Peers.Close()
+}
+
+// MetricsAddress is where the metrics listener listens (host:port, the
+// port the kernel chose when MetricsAddress asked for 0); "" when metrics
+// are off.
+func (d *Daemon) MetricsAddress() string { return d.telemetry.address() }
+
+// PeerAddress is where the peer channel listens (host:port); "" when this
+// node serves no peers.
+func (d *Daemon) PeerAddress() string {
+	if d.peers == nil {
+		return ""
+	}
+	return d.peers.Addr().String()
 }

@@ -29,13 +29,13 @@ func (p PeerConns) Conn(ctx context.Context, nodeID string) (grpc.ClientConnInte
 // serve peers). Without a channel it changes nothing: every call is
 // answered here, another node's refused as before. Call it before the
 // services are served.
-func (p *Plugin) ForwardCalls(cfg rules.Config, server *peer.Server) {
-	if p.Peers == nil {
+func (s *Services) ForwardCalls(cfg rules.Config, server *peer.Server) {
+	if s.Peers == nil {
 		return
 	}
-	p.Services.Forward = forward.Forward(cfg, PeerConns{Client: p.Peers})
-	p.Services.ForwardStreams = forward.ForwardStreams(cfg, PeerConns{Client: p.Peers})
+	s.CSI.Forward = forward.Forward(cfg, PeerConns{Client: s.Peers})
+	s.CSI.ForwardStreams = forward.ForwardStreams(cfg, PeerConns{Client: s.Peers})
 	if server != nil {
-		forward.RegisterPeerServices(server, cfg, p.Services, peer.CallerNode)
+		forward.RegisterPeerServices(server, cfg, s.CSI, peer.CallerNode)
 	}
 }

@@ -1,4 +1,4 @@
-package wiring
+package wiring_test
 
 import (
 	"bytes"
@@ -24,6 +24,8 @@ import (
 	"github.com/zfs-csi/zfs-csi/peer/peertest"
 	"github.com/zfs-csi/zfs-csi/rpc"
 	"github.com/zfs-csi/zfs-csi/rules"
+	"github.com/zfs-csi/zfs-csi/wiring"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -46,7 +48,7 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// daemon is one node's zfs-csi over its own fake pool: the plugin on a
+// daemon is one node's zfs-csi over its own fake pool: the services on a
 // unix socket (what the CO calls) and, when it serves peers, on the peer
 // channel with mutual TLS.
 type daemon struct {
@@ -57,28 +59,36 @@ type daemon struct {
 	metadata   csi.SnapshotMetadataClient
 	peerAddr   string
 	log        *lockedBuffer
-	deadlines  chan time.Duration // what ControllerGetVolume's context had left, as served
+	deadlines  chan time.Duration // what ControllerGetVolume's context had left, as its ZFS saw it
 }
 
-// deadlineRecorder is the controller with ControllerGetVolume telling the
-// test how much time its caller left it.
+// deadlineRecorder is a node's ZFS telling the test how much time the
+// context of each read of a volume had left: ControllerGetVolume reads its
+// volume with its handler's context. Reads past what the test takes are
+// not recorded.
 type deadlineRecorder struct {
-	csi.ControllerServer
+	*zfstest.Fake
 	deadlines chan time.Duration
 }
 
-func (r deadlineRecorder) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
-	if deadline, ok := ctx.Deadline(); ok {
-		r.deadlines <- time.Until(deadline)
-	} else {
-		r.deadlines <- 0
+func (r deadlineRecorder) List(ctx context.Context, opts zfs.ListOptions) ([]zfs.Dataset, error) {
+	if len(opts.Roots) == 1 && strings.HasPrefix(opts.Roots[0], "tank/csi/") {
+		var left time.Duration
+		if deadline, ok := ctx.Deadline(); ok {
+			left = time.Until(deadline)
+		}
+		select {
+		case r.deadlines <- left:
+		default:
+		}
 	}
-	return r.ControllerServer.ControllerGetVolume(ctx, req)
+	return r.Fake.List(ctx, opts)
 }
 
-// startDaemon starts nodeID's daemon as the daemon wires it (ConnectPeers,
-// ForwardCalls). files are its peer credentials (zero: no channel); peers
-// are the addresses it dials; serve says whether it serves the channel.
+// startDaemon runs nodeID's daemon as the command builds it
+// (wiring.NewDaemon). files are its peer credentials (zero: no channel);
+// peers are the addresses it dials; serve says whether it serves the
+// channel.
 func startDaemon(t *testing.T, nodeID string, files peertest.Files, peers map[string][]string, serve bool) *daemon {
 	t.Helper()
 	d := &daemon{cfg: rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: nodeID, ParentDatasets: []string{"tank/csi"}},
@@ -86,38 +96,16 @@ func startDaemon(t *testing.T, nodeID string, files peertest.Files, peers map[st
 	if err := d.fake.Create(context.Background(), "tank/csi", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	log := zerolog.New(d.log)
-	plugin, err := New(d.cfg, d.fake, fakeHost(d.fake), log, node.Options{PathRoots: []string{t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(plugin.Controller.Close)
-	plugin.Services.Controller = deadlineRecorder{ControllerServer: plugin.Services.Controller, deadlines: d.deadlines}
 	channel := peer.Config{NodeID: nodeID, CertFile: files.Cert, KeyFile: files.Key, CAFile: files.CA, Peers: peers}
 	if serve {
 		channel.Listen = "127.0.0.1:0"
 	}
-	server, err := plugin.ConnectPeers(channel, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plugin.ForwardCalls(d.cfg, server)
-	if plugin.Peers != nil {
-		t.Cleanup(func() { plugin.Peers.Close() })
-	}
-	if server != nil {
-		d.peerAddr = server.Addr().String()
-		go func() { _ = server.Serve() }()
-		t.Cleanup(func() { server.Stop(context.Background()) })
-	}
-	local := rpc.NewServer(log, plugin.Services)
-	socket := filepath.Join(t.TempDir(), "csi.sock")
-	if err := local.Listen("unix://" + socket); err != nil {
-		t.Fatal(err)
-	}
-	go local.Serve()
-	t.Cleanup(func() { local.Stop(context.Background()) })
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "csi.sock")
+	running, _ := wiringtest.RunDaemon(t, wiring.DaemonOptions{Config: d.cfg, Log: zerolog.New(d.log), Endpoint: endpoint, Peer: channel,
+		ZFS: deadlineRecorder{Fake: d.fake, deadlines: d.deadlines}, Mounter: fakeHost(d.fake),
+		Node: node.Options{PathRoots: []string{t.TempDir()}}, ReapInterval: time.Hour, StopTimeout: time.Second})
+	d.peerAddr = running.PeerAddress()
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +195,9 @@ func TestControllerCallsForAnotherNodesVolumeAreAnsweredByThatNode(t *testing.T)
 	})
 
 	t.Run("the peer answers within the caller's deadline", func(t *testing.T) {
+		for len(b.deadlines) > 0 {
+			<-b.deadlines // the reads of the calls before
+		}
 		deadlineCtx, cancel := context.WithTimeout(ctx, 40*time.Second)
 		defer cancel()
 		got, err := a.controller.ControllerGetVolume(deadlineCtx, &csi.ControllerGetVolumeRequest{VolumeId: volumeID})

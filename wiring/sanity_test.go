@@ -1,10 +1,11 @@
-package wiring
+package wiring_test
 
 import (
 	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	. "github.com/onsi/ginkgo/v2"
@@ -14,34 +15,28 @@ import (
 
 	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
-	"github.com/zfs-csi/zfs-csi/rpc"
 	"github.com/zfs-csi/zfs-csi/rules"
+	"github.com/zfs-csi/zfs-csi/wiring"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
-// TestSanity runs the upstream CSI conformance suite against the plugin the
-// daemon serves, on a real unix socket, with the stateful fake as its ZFS and
-// the fake mounter as its host.
+// TestSanity runs the upstream CSI conformance suite against what the
+// daemon runs (wiring.NewDaemon), on its unix socket, with the stateful fake
+// as its ZFS and the fake mounter as its host.
 func TestSanity(t *testing.T) {
 	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "sanity-node", ParentDatasets: []string{"tank/csi"}}
 	fake := zfstest.NewFake(map[string]uint64{"tank": 1 << 40})
 	if err := fake.Create(context.Background(), "tank/csi", zfs.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	paths := t.TempDir() // the CO's directory: the node's only path root
-	plugin, err := New(cfg, fake, fakeHost(fake), log, node.Options{PathRoots: []string{paths}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := rpc.NewServer(log, plugin.Services)
 	socket := filepath.Join(t.TempDir(), "csi.sock")
-	if err := server.Listen("unix://" + socket); err != nil {
-		t.Fatal(err)
-	}
-	go server.Serve()
-	defer server.Stop(context.Background())
+	_, stop := wiringtest.RunDaemon(t, wiring.DaemonOptions{Config: cfg, ZFS: fake, Mounter: fakeHost(fake),
+		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Endpoint: "unix://" + socket,
+		Node: node.Options{PathRoots: []string{paths}}, ReapInterval: time.Hour, StopTimeout: time.Second})
+	defer stop()
 
 	config := sanity.NewTestConfig()
 	config.Address = socket

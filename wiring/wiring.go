@@ -1,12 +1,13 @@
-// Package wiring puts the CSI services together into the plugin zfs-csi
-// serves: Identity, Controller (with GroupController), Node and
-// SnapshotMetadata over one ZFS and one host, the peer channel's services
-// and the forwarding of calls to other nodes, and the services as the
-// socket kubelet uses adapts them (KubernetesServices); and the daemon
-// that serves them on its sockets (NewDaemon). It is the only
-// place they are wired, so that what the daemon serves (cli/daemon) and
-// what the whole-plugin csi-sanity test and the commands' tests run against
-// (the fakes) cannot drift apart.
+// Package wiring builds what the daemon runs, in one constructor
+// (NewDaemon): the CSI services zfs-csi serves (Identity, Controller with
+// GroupController, Node and SnapshotMetadata over one ZFS and one host),
+// the peer channel's services and the forwarding of calls to other nodes,
+// the services as the socket kubelet uses adapts them
+// (KubernetesServices), the sockets that serve them, the reaper and the
+// metrics listener. It is the only place they are wired, so that what the
+// daemon runs (cli/daemon keeps only its flags, signals, logger and
+// service-manager notifications) and what the csi-sanity test and the
+// commands' tests run against the fakes cannot drift apart.
 package wiring
 
 import (
@@ -26,10 +27,10 @@ import (
 	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
-// Plugin is what a rpc.Server serves, and the controller again for the
-// reaper its owner runs beside it.
-type Plugin struct {
-	Services   rpc.Services
+// Services are the CSI services wired together: what a rpc.Server serves
+// (CSI), and the controller again for the reaper the daemon runs beside it.
+type Services struct {
+	CSI        rpc.Services
 	Controller *controller.Server
 	// Peers dials other nodes' daemons; nil until ConnectPeers configures
 	// the channel.
@@ -38,9 +39,10 @@ type Plugin struct {
 	zfs   zfs.Interface
 }
 
-// New wires the services over z and the host mounter reaches. Identity's
-// Probe reports ready while the parent datasets can hold volumes.
-func New(cfg rules.Config, z zfs.Interface, mounter node.Mounter, log zerolog.Logger, nodeOptions node.Options) (*Plugin, error) {
+// newServices wires the services over z and the host mounter reaches.
+// Identity's Probe reports ready while the parent datasets can hold
+// volumes.
+func newServices(cfg rules.Config, z zfs.Interface, mounter node.Mounter, log zerolog.Logger, nodeOptions node.Options) (*Services, error) {
 	controllerService, err := controller.New(cfg, z, log)
 	if err != nil {
 		return nil, err
@@ -49,7 +51,7 @@ func New(cfg rules.Config, z zfs.Interface, mounter node.Mounter, log zerolog.Lo
 	nodeService := node.New(cfg, z, mounter, log, nodeOptions)
 	// A move's final round asks whether this host still uses the volume.
 	controllerService.UseHost(nodeService.InUse, nodeService.ContentOf)
-	return &Plugin{Controller: controllerService, cfg: cfg, zfs: z, Services: rpc.Services{
+	return &Services{Controller: controllerService, cfg: cfg, zfs: z, CSI: rpc.Services{
 		Identity:         rpc.NewIdentity(cfg, log, ready, true),
 		Controller:       controllerService,
 		GroupController:  controllerService.Group(),
@@ -61,8 +63,8 @@ func New(cfg rules.Config, z zfs.Interface, mounter node.Mounter, log zerolog.Lo
 // OperatorServer is the server of the operator's socket: the acts only the
 // host's operator may start (a move's rounds), never served where a CO
 // calls. Extra interceptors (metrics) run outermost, as on the CSI sockets.
-func (p *Plugin) OperatorServer(log zerolog.Logger, extra ...grpc.UnaryServerInterceptor) *rpc.Server {
-	return rpc.NewOperatorServer(log, &controller.OperatorServiceDesc, p.Controller, extra...)
+func (s *Services) OperatorServer(log zerolog.Logger, extra ...grpc.UnaryServerInterceptor) *rpc.Server {
+	return rpc.NewOperatorServer(log, &controller.OperatorServiceDesc, s.Controller, extra...)
 }
 
 // ConnectPeers opens the channel between daemons when cfg configures it
@@ -72,21 +74,21 @@ func (p *Plugin) OperatorServer(log zerolog.Logger, extra ...grpc.UnaryServerInt
 // once, so a daemon with a broken configuration stops at start. The returned server, listening already
 // when cfg.Listen is set (nil when not), is where services for peers are
 // registered; the caller serves and stops it.
-func (p *Plugin) ConnectPeers(cfg peer.Config, log zerolog.Logger) (*peer.Server, error) {
+func (s *Services) ConnectPeers(cfg peer.Config, log zerolog.Logger) (*peer.Server, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	p.Peers = peer.NewClient(cfg)
-	p.Controller.UseTransfers(p.Peers)
+	s.Peers = peer.NewClient(cfg)
+	s.Controller.UseTransfers(s.Peers)
 	if cfg.Listen == "" {
 		return nil, nil
 	}
 	server := peer.NewServer(cfg, log)
-	peer.NewTransfer(p.cfg, p.zfs, cfg.MaxStreams).Register(server)
-	forward.RegisterPeerOnly(server, &controller.PullsServiceDesc, p.Controller, peer.CallerNode)
+	peer.NewTransfer(s.cfg, s.zfs, cfg.MaxStreams).Register(server)
+	forward.RegisterPeerOnly(server, &controller.PullsServiceDesc, s.Controller, peer.CallerNode)
 	if err := server.Listen(); err != nil {
 		return nil, err
 	}

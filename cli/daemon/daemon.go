@@ -1,7 +1,8 @@
 // Package daemon is zfs-csi's CSI daemon (zfs-csi [serve]): it reads flags
-// and environment, builds the zfs client and, through package wiring, the
-// services, and serves them on its sockets with its logger, metrics listener,
-// kubelet registration and service-manager protocol beside.
+// and environment, makes the logger, follows signals and speaks the service
+// manager's protocol; everything it runs (the zfs runner, the services,
+// their sockets, the peer channel, the reaper and the metrics listener) is
+// built by wiring.NewDaemon, the constructor the tests use too.
 package daemon
 
 import (
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/controller"
@@ -175,25 +178,22 @@ func Run(version string, args []string, stderr io.Writer) error {
 	defer stop()
 	level.followSignals(ctx, log)
 
-	var daemon *wiring.Daemon
-	telemetry, err := newTelemetry(log, opts, func(ctx context.Context) (metrics.State, error) { return daemon.ReadMetrics(ctx) })
+	daemon, err := wiring.NewDaemon(ctx, daemonOptions(opts, log))
 	if err != nil {
 		return err
 	}
-	daemon, err = wiring.NewDaemon(ctx, wiring.DaemonOptions{
+	return daemon.Run(ctx)
+}
+
+// daemonOptions are what the daemon runs, as its settings say; the command
+// adds only the service manager's notifications.
+func daemonOptions(opts options, log zerolog.Logger) wiring.DaemonOptions {
+	return wiring.DaemonOptions{
 		Config: opts.Config, Log: log, Endpoint: opts.endpoint, OperatorSocket: opts.operatorSocket, Node: opts.node,
 		Kubernetes: opts.kubernetes, KubeletDir: opts.kubeletDir, Peer: opts.peer,
 		ReapInterval: opts.reapInterval, StopTimeout: opts.stopTimeout,
-		Interceptors: telemetry.interceptors(), OnCommand: telemetry.onCommand(),
-		Ready: func(sockets []string) { notifyReady(log, sockets) },
-		Stopping: func(ctx context.Context) {
-			telemetry.stop(ctx)
-			notify(log, notifyStoppingLine, notifyStatusLine("stopping"))
-		},
-	})
-	if err != nil {
-		return err
+		MetricsAddress: opts.metricsAddress, MetricsWebConfig: opts.metricsWebConfig,
+		Ready:    func(sockets []string) { notifyReady(log, sockets) },
+		Stopping: func(context.Context) { notify(log, notifyStoppingLine, notifyStatusLine("stopping")) },
 	}
-	go telemetry.serve(log)
-	return daemon.Run(ctx)
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,8 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/zfs-csi/zfs-csi/metrics"
-	"github.com/zfs-csi/zfs-csi/rules"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 )
 
 func TestTheMetricsListenerWithTLSAndBasicAuth(t *testing.T) {
@@ -160,27 +158,15 @@ func TestABadWebConfigStopsTheDaemonWithExit78NamingTheOption(t *testing.T) {
 	}
 }
 
-// startTelemetry serves the metrics listener as the daemon does, and returns
-// its address and what it logged.
+// startTelemetry runs the daemon with the metrics listener opts asks for,
+// as Run builds it (wiring.NewDaemon), over a fake pool, and returns the
+// listener's address and what the daemon logged.
 func startTelemetry(t *testing.T, opts options) (string, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
 	log := zerolog.New(logs).Level(zerolog.DebugLevel)
-	opts.Config = rules.Config{DriverName: "zfs.csi.dev", Version: "test"}
-	telemetry, err := newTelemetry(log, opts, func(context.Context) (metrics.State, error) { return metrics.State{}, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		telemetry.serve(log)
-	}()
-	t.Cleanup(func() {
-		telemetry.stop(context.Background())
-		<-served
-	})
-	return telemetry.listener.Addr().String(), logs
+	daemon := wiringtest.New(t).ServeDaemon(daemonOptions(opts, log))
+	return daemon.MetricsAddress(), logs
 }
 
 // scrape GETs url with basic auth (none when user is empty) and returns the

@@ -15,11 +15,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/zfs-csi/zfs-csi/node"
 	"github.com/zfs-csi/zfs-csi/node/nodetest"
-	"github.com/zfs-csi/zfs-csi/rpc"
 	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/wiring"
+	"github.com/zfs-csi/zfs-csi/wiring/wiringtest"
 	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
@@ -40,16 +39,9 @@ func startDaemon(t *testing.T, fake *zfstest.Fake, socket string) func() {
 	t.Helper()
 	log := zerolog.New(zerolog.NewTestWriter(t))
 	cfg := rules.Config{DriverName: "zfs.csi.dev", Version: "test", NodeID: "node-a", ParentDatasets: []string{"tank/csi"}}
-	served, err := wiring.New(cfg, fake, nodetest.NewFakeMounter(), log, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := rpc.NewServer(log, served.Services)
-	if err := server.Listen("unix://" + socket); err != nil {
-		t.Fatal(err)
-	}
-	go server.Serve()
-	return func() { server.Stop(context.Background()) }
+	_, stop := wiringtest.RunDaemon(t, wiring.DaemonOptions{Config: cfg, Log: log, ZFS: fake, Mounter: nodetest.NewFakeMounter(),
+		Endpoint: "unix://" + socket, ReapInterval: time.Hour, StopTimeout: time.Second})
+	return stop
 }
 
 func newBridgeFixture(t *testing.T) *bridgeFixture {
@@ -203,6 +195,9 @@ func TestNomadBridgeFollowsTheDaemon(t *testing.T) {
 	f := newBridgeFixture(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
+	// The daemon started again serves the later subtests too: it stops
+	// with the whole test, not with the subtest that starts it.
+	whole := t
 
 	t.Run("with the daemon down a call fails and the bridge keeps running", func(t *testing.T) {
 		f.stopDaemon()
@@ -218,7 +213,7 @@ func TestNomadBridgeFollowsTheDaemon(t *testing.T) {
 	})
 
 	t.Run("once the daemon is back new connections reach it", func(t *testing.T) {
-		f.stopDaemon = startDaemon(t, f.fake, f.daemonSocket)
+		f.stopDaemon = startDaemon(whole, f.fake, f.daemonSocket)
 		if _, err := csi.NewIdentityClient(f.client(t)).GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}); err != nil {
 			t.Error(err)
 		}

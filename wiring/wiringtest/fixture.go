@@ -1,8 +1,9 @@
 // Package wiringtest builds hosts for the tests of the operator tools and
 // the metrics: a fake ZFS pool whose volumes are made by the real controller
 // (so they carry exactly the properties the driver sets), a mount table file,
-// a /dev directory with zvol links, and the daemon (wiring.NewDaemon)
-// serving that pool on its sockets for the tools that talk to them.
+// a /dev directory with zvol links, and the daemon (wiring.NewDaemon, run by
+// RunDaemon) serving that pool on its sockets for the tools that talk to
+// them and for the tests of what the daemon runs.
 package wiringtest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/zfs-csi/zfs-csi/controller"
 	"github.com/zfs-csi/zfs-csi/inventory"
 	"github.com/zfs-csi/zfs-csi/node"
+	"github.com/zfs-csi/zfs-csi/node/nodetest"
 	"github.com/zfs-csi/zfs-csi/rules"
 	"github.com/zfs-csi/zfs-csi/wiring"
 	"github.com/zfs-csi/zfs-csi/zfs"
@@ -67,27 +70,53 @@ func New(t *testing.T) *Fixture {
 // ends; it returns the endpoint.
 func (f *Fixture) Serve(mounter node.Mounter) string {
 	f.T.Helper()
+	return f.ServeDaemon(wiring.DaemonOptions{Log: zerolog.Nop(), Mounter: mounter}).Sockets()[0]
+}
+
+// ServeDaemon runs the daemon over the fixture's pool until the test ends,
+// with what opts asks besides (its log, metrics, a host: the fake mounter
+// when Mounter is nil); the fixture gives it its configuration, its ZFS,
+// sockets in a temporary directory, path roots and timers fit for a test.
+func (f *Fixture) ServeDaemon(opts wiring.DaemonOptions) *wiring.Daemon {
+	f.T.Helper()
 	dir := f.T.TempDir()
-	endpoint := "unix://" + filepath.Join(dir, "csi.sock")
 	f.OperatorEndpoint = "unix://" + filepath.Join(dir, "operator.sock")
-	ctx, stop := context.WithCancel(context.Background())
-	daemon, err := wiring.NewDaemon(ctx, wiring.DaemonOptions{Config: f.Config, Log: zerolog.Nop(), ZFS: f.Fake, Mounter: mounter,
-		Endpoint: endpoint, OperatorSocket: f.OperatorEndpoint, ReapInterval: time.Hour, StopTimeout: time.Second,
-		// The tests' staging and target paths are temporary directories.
-		Node: node.Options{PathRoots: []string{os.TempDir()}}})
+	opts.Config, opts.ZFS = f.Config, f.Fake
+	opts.Endpoint, opts.OperatorSocket = "unix://"+filepath.Join(dir, "csi.sock"), f.OperatorEndpoint
+	opts.ReapInterval, opts.StopTimeout = time.Hour, time.Second
+	// The tests' staging and target paths are temporary directories.
+	opts.Node.PathRoots = []string{os.TempDir()}
+	if opts.Mounter == nil {
+		opts.Mounter = nodetest.NewFakeMounter()
+	}
+	daemon, _ := RunDaemon(f.T, opts)
+	return daemon
+}
+
+// RunDaemon builds the daemon as the command does (wiring.NewDaemon) and
+// runs it until stop, or the end of the test: either stops it as SIGTERM
+// does and checks that Run returned no error.
+func RunDaemon(t *testing.T, opts wiring.DaemonOptions) (daemon *wiring.Daemon, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	daemon, err := wiring.NewDaemon(ctx, opts)
 	if err != nil {
-		stop()
-		f.T.Fatal(err)
+		cancel()
+		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- daemon.Run(ctx) }()
-	f.T.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			f.T.Error(err)
-		}
-	})
-	return endpoint
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return daemon, stop
 }
 
 // Mount capabilities.

@@ -1,16 +1,15 @@
-package daemon
+package wiring
 
-// The daemon's metrics listener (--metrics-address): the metrics package
-// counts calls and zfs commands, and reads pools and volumes through the
-// inventory package when Prometheus scrapes. The page names PVCs and their
-// namespaces, so --metrics-web-config puts TLS and basic authentication in
+// The daemon's metrics listener (DaemonOptions.MetricsAddress): the metrics
+// package counts calls and zfs commands, and reads pools and volumes through
+// the inventory package when Prometheus scrapes. The page names PVCs and
+// their namespaces, so MetricsWebConfig puts TLS and basic authentication in
 // front of it with the Prometheus exporters' own web configuration file
 // (exporter-toolkit), which Prometheus users already know how to write.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	stdlog "log"
 	"log/slog"
 	"net"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc"
 
 	"github.com/zfs-csi/zfs-csi/metrics"
@@ -34,16 +32,19 @@ type telemetry struct {
 	// webConfig is the exporter-toolkit web configuration file; "" serves
 	// plain HTTP to anyone who reaches the address.
 	webConfig string
+	// served is closed when serve returns.
+	served chan struct{}
 }
 
-// newTelemetry listens on opts.metricsAddress, or returns nil when it is empty.
-func newTelemetry(log zerolog.Logger, opts options, read func(context.Context) (metrics.State, error)) (*telemetry, error) {
-	if opts.metricsAddress == "" {
+// listenMetrics listens on opts.MetricsAddress, or returns nil when it is
+// empty; read is what a scrape shows of pools and volumes.
+func listenMetrics(opts DaemonOptions, read func(context.Context) (metrics.State, error)) (*telemetry, error) {
+	if opts.MetricsAddress == "" {
 		return nil, nil
 	}
-	// Both settings passed their rules (settingRules) before the daemon
+	// The command held both settings to their rules before the daemon
 	// started anything.
-	address, err := metrics.ListenAddress(opts.metricsAddress)
+	address, err := metrics.ListenAddress(opts.MetricsAddress)
 	if err != nil {
 		return nil, err
 	}
@@ -51,33 +52,11 @@ func newTelemetry(log zerolog.Logger, opts options, read func(context.Context) (
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(metrics.Config{DriverName: opts.DriverName, Version: opts.Version, Read: read, Log: log})
+	log := opts.Log
+	m := metrics.New(metrics.Config{DriverName: opts.Config.DriverName, Version: opts.Config.Version, Read: read, Log: log})
 	httpLog := stdlog.New(debugWriter{log.With().Str("component", "metrics").Logger()}, "", 0)
-	return &telemetry{metrics: m, listener: listener, webConfig: opts.metricsWebConfig,
+	return &telemetry{metrics: m, listener: listener, webConfig: opts.MetricsWebConfig, served: make(chan struct{}),
 		server: &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpLog}}, nil
-}
-
-// checkWebConfig reads the web configuration file, its certificate and key
-// once at start (the rule of --metrics-web-config): a file that cannot serve
-// is the operator's mistake, which a restart cannot mend (exit 78), better
-// said now than on every scrape.
-// exporter-toolkit reads the file again for each connection and request, so
-// a renewed certificate or a changed password needs no restart.
-func checkWebConfig(path string) error {
-	if path == "" {
-		return nil
-	}
-	err := web.Validate(path)
-	var prefix bcrypt.InvalidHashPrefixError
-	if errors.As(err, &prefix) || errors.Is(err, bcrypt.ErrHashTooShort) {
-		// bcrypt's message quotes the first byte of what it was given, which
-		// is a password's when one was written where its hash belongs.
-		err = errors.New("a password in basic_auth_users is not a bcrypt hash")
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }
 
 // debugWriter takes net/http's own complaints (a TLS handshake given up, a
@@ -104,11 +83,20 @@ func (t *telemetry) interceptors() []grpc.UnaryServerInterceptor {
 	return []grpc.UnaryServerInterceptor{t.metrics.UnaryInterceptor()}
 }
 
+// address is where the listener listens; "" when metrics are off.
+func (t *telemetry) address() string {
+	if t == nil {
+		return ""
+	}
+	return t.listener.Addr().String()
+}
+
 // serve blocks serving /metrics until stop.
 func (t *telemetry) serve(log zerolog.Logger) {
 	if t == nil {
 		return
 	}
+	defer close(t.served)
 	var err error
 	if t.webConfig == "" {
 		log.Info().Str("address", "http://"+t.listener.Addr().String()+"/metrics").Msg("serving metrics")
@@ -125,8 +113,23 @@ func (t *telemetry) serve(log zerolog.Logger) {
 	}
 }
 
+// stop ends serve, letting scrapes under way finish within ctx.
 func (t *telemetry) stop(ctx context.Context) {
 	if t != nil {
 		t.server.Shutdown(ctx)
+	}
+}
+
+// close closes the listener of a daemon that never served it.
+func (t *telemetry) close() {
+	if t != nil {
+		t.listener.Close()
+	}
+}
+
+// wait returns once serve has returned.
+func (t *telemetry) wait() {
+	if t != nil {
+		<-t.served
 	}
 }
