@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -227,6 +228,91 @@ func TestImportsPointOneWay(t *testing.T) {
 			}
 		}
 	})
+}
+
+// daemonBuilds are the calls by whose names a package builds something
+// that runs: a constructor, a listener, a server.
+var daemonBuilds = regexp.MustCompile(`^(New|Listen|Serve)`)
+
+// daemonMayCall are the packages whose constructors cli/daemon may call,
+// and the calls of that shape that build nothing; everything else it runs
+// comes from wiring.NewDaemon.
+var daemonMayCall = map[string]string{
+	module + "/wiring":                "the one constructor of what the daemon runs (NewDaemon)",
+	"flag":                            "the command's flags",
+	"errors":                          "error values",
+	"github.com/rs/zerolog":           "the command's logger",
+	module + "/metrics.ListenAddress": "reads --metrics-address for its rule; listens nowhere",
+}
+
+// The daemon's command keeps its flags, signals, logger and service-manager
+// notifications; what it runs (the zfs runner, the services, servers,
+// listeners, the peer channel, the reaper) is built by wiring.NewDaemon, the
+// constructor the tests use too, so that what is tested is what runs. It may
+// import controller, node, peer and metrics for their option types and
+// checks, never to build from them.
+func TestTheDaemonCommandBuildsNothingItRuns(t *testing.T) {
+	var daemon goPackage
+	for _, p := range listPackages(t) {
+		if p.name() == "cli/daemon" {
+			daemon = p
+		}
+	}
+	if !slices.Contains(daemon.own(false), "wiring") {
+		t.Fatalf("cli/daemon does not import wiring, where what it runs is built (it imports %q)", daemon.own(false))
+	}
+	for _, file := range daemon.GoFiles {
+		fset := token.NewFileSet()
+		parsed, err := parser.ParseFile(fset, filepath.Join(daemon.Dir, file), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		imports := importNames(parsed)
+		ast.Inspect(parsed, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			selector, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			receiver, ok := selector.X.(*ast.Ident)
+			if !ok || !daemonBuilds.MatchString(selector.Sel.Name) {
+				return true
+			}
+			imported, isPackage := imports[receiver.Name]
+			if !isPackage {
+				return true // a method of a value
+			}
+			if daemonMayCall[imported] == "" && daemonMayCall[imported+"."+selector.Sel.Name] == "" {
+				t.Errorf("%s: cli/daemon calls %s.%s: what the daemon runs is built by wiring.NewDaemon",
+					fset.Position(call.Pos()), imported, selector.Sel.Name)
+			}
+			return true
+		})
+	}
+}
+
+// majorVersion is the last element of a module path that names its major
+// version (…/go-zfs/v3), not its package.
+var majorVersion = regexp.MustCompile(`^v[0-9]+$`)
+
+// importNames maps the names a file's imports are known by to their paths.
+func importNames(file *ast.File) map[string]string {
+	names := map[string]string{}
+	for _, spec := range file.Imports {
+		importPath := strings.Trim(spec.Path.Value, `"`)
+		name := path.Base(importPath)
+		if majorVersion.MatchString(name) {
+			name = path.Base(path.Dir(importPath))
+		}
+		if spec.Name != nil {
+			name = spec.Name.Name
+		}
+		names[name] = importPath
+	}
+	return names
 }
 
 // Fakes live beside what they fake, in a test-support package (zfs/zfstest,
