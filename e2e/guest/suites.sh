@@ -10,9 +10,9 @@ PARENT_DATASET=$POOL/csi
 SANITY_VOLUME_SIZE=$((64 << 20))         # small: thick zvols reserve their full size
 SANITY_VOLUME_EXPAND_SIZE=$((128 << 20))
 SANITY_FILES=$GUEST_DIR/sanity # YAML parameter files for csi-sanity
-# Below the host's guest deadline (E2E_TIMEOUT, 45 min) minus the sanity runs,
+# Below the host's guest deadline (E2E_TIMEOUT, 60 min) minus the sanity runs,
 # so a stuck Go test panics with its goroutines instead of the guest being killed.
-E2E_GO_TEST_TIMEOUT=35m
+E2E_GO_TEST_TIMEOUT=52m
 
 # Spec-name regexps that csi-sanity skips, each with the reason. Every skip of
 # the harness lives here, so the list shrinks visibly as the driver grows.
