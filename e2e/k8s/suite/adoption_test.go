@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // installedAdoptionDocs is docs/adopting.md as the package installs it.
@@ -84,7 +87,18 @@ func testAdoption(t *testing.T, e *env) {
 				t.Errorf("the adopted %s reads %q, want %q as the operator wrote it", x.name, got, x.content)
 			}
 			e.deletePod(t, x.name+"-reader")
-			e.deletePVC(t, x.name, "")
+			// Retain: the claim goes, its PersistentVolume stays Released
+			// (no DeleteVolume) until the operator deletes it.
+			if err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), x.name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			e2eutil.Eventually(t, 3*time.Minute, "PV "+x.name+" to be Released", func() (bool, error) {
+				pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), x.name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				return pv.Status.Phase == corev1.VolumeReleased, fmt.Errorf("phase %s", pv.Status.Phase)
+			})
 			if err := e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
