@@ -347,8 +347,9 @@ main() {
 		# peer_link and k8s_node_net print qemu arguments, one per word.
 		# shellcheck disable=SC2207
 		GUEST_EXTRA_QEMU=($(peer_link a) $(k8s_node_net a))
-		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
+		# Set first: a control plane that fails half-way leaves no etcd behind.
 		trap cp_stop EXIT
+		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
 		# k8s_node_net prints qemu arguments, one per word.
 		# shellcheck disable=SC2046
 		peer_start $(k8s_node_net b)

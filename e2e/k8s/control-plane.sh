@@ -59,6 +59,15 @@ cp_start() {
 	CP_DIR="$1" CP_BIN="$2" CP_PKI="$3"
 	local start=$SECONDS
 	command -v etcd >/dev/null || die "etcd is missing (apt-get install etcd-server)"
+	# Another run's control plane (one still stopping, or a run in another
+	# checkout) holds these ports: say so instead of an apiserver log line.
+	local port
+	for port in 6443 32379 32380 10257 10259; do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "[k8s] port $port is in use: another control plane runs on this host (one make e2e-k8s at a time)" >&2
+			return 1
+		fi
+	done
 	rm -rf "$CP_DIR"
 	mkdir -p "$CP_DIR"
 	# Ports of its own: Debian's etcd-server starts etcd.service on 2379/2380
