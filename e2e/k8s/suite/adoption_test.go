@@ -49,14 +49,19 @@ func testAdoption(t *testing.T, e *env) {
 	} {
 		t.Run(x.name, func(t *testing.T) {
 			ds := e.pool + "/operators-" + x.name
+			// After a failure midway: the reader and the claim go first (kubelet
+			// unstages the volume), then the operator's data, wherever adoption
+			// left it, once nothing holds it any more.
 			t.Cleanup(func() {
 				_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), x.name+"-reader", metav1.DeleteOptions{})
 				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), x.name, metav1.DeleteOptions{})
 				_ = e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{})
+				_, _ = run("zfs", "destroy", "-r", ds)
+				e2eutil.Eventually(t, 3*time.Minute, "the adopted "+x.name+" to be destroyed", func() (bool, error) {
+					out, err := run("zfs", "destroy", "-r", e.pool+"/csi/"+x.name)
+					return err == nil || strings.Contains(out, "does not exist"), fmt.Errorf("%s", strings.TrimSpace(out))
+				})
 			})
-			// The operator's data goes with the test, wherever adoption left it.
-			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", ds) })
-			t.Cleanup(func() { _, _ = run("zfs", "destroy", "-r", e.pool+"/csi/"+x.name) })
 			x.make(t, ds, x.file, x.content)
 			out := must(t, "zfs-csi", append([]string{"ctl", "adopt", ds, x.name, "--mode", "retain", "--rename"}, x.flags...)...)
 			var adopted struct { // the volume, as CreateVolume's answer holds one
