@@ -123,5 +123,12 @@ cp_stop() {
 	# script's own, hiding the run's verdict.
 	for pid in "${CP_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${CP_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+	# An apiserver whose etcd went first can outlive its TERM (one held
+	# port 6443 four minutes after its run ended): give 20 s, then KILL.
+	local deadline=$((SECONDS + 20))
+	for pid in "${CP_PIDS[@]}"; do
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
 	CP_PIDS=()
 }
