@@ -49,19 +49,7 @@ func testAdoption(t *testing.T, e *env) {
 	} {
 		t.Run(x.name, func(t *testing.T) {
 			ds := e.pool + "/operators-" + x.name
-			// After a failure midway: the reader and the claim go first (kubelet
-			// unstages the volume), then the operator's data, wherever adoption
-			// left it, once nothing holds it any more.
-			t.Cleanup(func() {
-				_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), x.name+"-reader", metav1.DeleteOptions{})
-				_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), x.name, metav1.DeleteOptions{})
-				_ = e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{})
-				_, _ = run("zfs", "destroy", "-r", ds)
-				e2eutil.Eventually(t, 3*time.Minute, "the adopted "+x.name+" to be destroyed", func() (bool, error) {
-					out, err := run("zfs", "destroy", "-r", e.pool+"/csi/"+x.name)
-					return err == nil || strings.Contains(out, "does not exist"), fmt.Errorf("%s", strings.TrimSpace(out))
-				})
-			})
+			t.Cleanup(func() { e.cleanUpAdoption(t, x.name, ds) })
 			x.make(t, ds, x.file, x.content)
 			out := must(t, "zfs-csi", append([]string{"ctl", "adopt", ds, x.name, "--mode", "retain", "--rename"}, x.flags...)...)
 			var adopted struct { // the volume, as CreateVolume's answer holds one
@@ -92,22 +80,7 @@ func testAdoption(t *testing.T, e *env) {
 				t.Errorf("the adopted %s reads %q, want %q as the operator wrote it", x.name, got, x.content)
 			}
 			e.deletePod(t, x.name+"-reader")
-			// Retain: the claim goes, its PersistentVolume stays Released
-			// (no DeleteVolume) until the operator deletes it.
-			if err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), x.name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			e2eutil.Eventually(t, 3*time.Minute, "PV "+x.name+" to be Released", func() (bool, error) {
-				pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), x.name, metav1.GetOptions{})
-				if err != nil {
-					return false, err
-				}
-				return pv.Status.Phase == corev1.VolumeReleased, fmt.Errorf("phase %s", pv.Status.Phase)
-			})
-			if err := e.cs.CoreV1().PersistentVolumes().Delete(ctx(), x.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
-			}
-			e.gonePV(t, x.name)
+			e.dropStaticPV(t, x.name)
 			t.Logf("released: %s", strings.TrimSpace(must(t, "zfs-csi", "ctl", "release", id)))
 			if left := driverProps(t, moved); len(left) > 0 {
 				t.Errorf("the released %s keeps the driver's properties %v", moved, left)
@@ -117,6 +90,41 @@ func testAdoption(t *testing.T, e *env) {
 			}
 		})
 	}
+}
+
+// cleanUpAdoption, after a failure midway: the reader and the claim go
+// first (kubelet unstages the volume), then the operator's data, wherever
+// adoption left it (ds, or the parent's name), once nothing holds it.
+func (e *env) cleanUpAdoption(t *testing.T, name, ds string) {
+	_ = e.cs.CoreV1().Pods(e.ns).Delete(ctx(), name+"-reader", metav1.DeleteOptions{})
+	_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{})
+	_ = e.cs.CoreV1().PersistentVolumes().Delete(ctx(), name, metav1.DeleteOptions{})
+	_, _ = run("zfs", "destroy", "-r", ds)
+	e2eutil.Eventually(t, 3*time.Minute, "the adopted "+name+" to be destroyed", func() (bool, error) {
+		out, err := run("zfs", "destroy", "-r", e.pool+"/csi/"+name)
+		return err == nil || strings.Contains(out, "does not exist"), fmt.Errorf("%s", strings.TrimSpace(out))
+	})
+}
+
+// dropStaticPV deletes the claim name and then its Retain PersistentVolume
+// of the same name, as the docs' operator does: the claim goes, the PV stays
+// Released (no DeleteVolume) until it is deleted.
+func (e *env) dropStaticPV(t *testing.T, name string) {
+	t.Helper()
+	if err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e2eutil.Eventually(t, 3*time.Minute, "PV "+name+" to be Released", func() (bool, error) {
+		pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return pv.Status.Phase == corev1.VolumeReleased, fmt.Errorf("phase %s", pv.Status.Phase)
+	})
+	if err := e.cs.CoreV1().PersistentVolumes().Delete(ctx(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	e.gonePV(t, name)
 }
 
 // staticPVBlock is docs/adopting.md's YAML block of its Kubernetes section.
