@@ -43,6 +43,7 @@ var requestWalks = []requestWalk{
 			{"create_empty.go", "create_clone.go", "create_copy.go", "create_pull.go"},
 			{"create_pull_rounds.go"},
 			{"create_pull_receive.go"},
+			{"create_checks.go"},
 			{"create_name.go", "create_properties.go", "source.go", "create_jobs.go"},
 		},
 	},

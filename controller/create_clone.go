@@ -16,15 +16,8 @@ import (
 // one `zfs clone` with every property. lookFirst looks for the volume
 // before (a name an earlier call's copy made).
 func (s *Server) createClone(ctx context.Context, plan volumePlan, lookFirst bool) (*csi.CreateVolumeResponse, error) {
-	src, err := s.resolveSource(ctx, plan)
+	src, size, err := s.checkedSource(ctx, plan)
 	if err != nil {
-		return nil, err
-	}
-	size, err := plannedSize(plan, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkOtherParents(ctx, plan); err != nil {
 		return nil, err
 	}
 	if lookFirst {

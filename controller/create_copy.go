@@ -20,15 +20,8 @@ import (
 // copied is looked for first, and finished when a call was cut off before
 // it was (completeCopy).
 func (s *Server) createCopy(ctx context.Context, plan volumePlan, locks *heldLocks) (*csi.CreateVolumeResponse, error) {
-	src, err := s.resolveSource(ctx, plan)
+	src, size, err := s.checkedSource(ctx, plan)
 	if err != nil {
-		return nil, err
-	}
-	size, err := plannedSize(plan, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkOtherParents(ctx, plan); err != nil {
 		return nil, err
 	}
 	existing, _, err := s.findByName(ctx, plan)

@@ -15,11 +15,8 @@ import (
 // does it look (findByName), so a retry after a lost reply is answered from
 // ZFS itself. lookFirst looks before (a name an earlier call's copy made).
 func (s *Server) createEmpty(ctx context.Context, plan volumePlan, lookFirst bool) (*csi.CreateVolumeResponse, error) {
-	size, err := plannedSize(plan, nil)
+	_, size, err := s.checkedSource(ctx, plan)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.checkOtherParents(ctx, plan); err != nil {
 		return nil, err
 	}
 	if lookFirst {

@@ -85,15 +85,8 @@ func (s *Server) createPulled(ctx context.Context, plan volumePlan, locks *heldL
 			return s.pullVolume(ctx, plan, size, locks, free)
 		}
 	}
-	src, err := s.resolveSource(ctx, plan)
+	_, size, err := s.checkedSource(ctx, plan)
 	if err != nil {
-		return nil, err
-	}
-	size, err := plannedSize(plan, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkOtherParents(ctx, plan); err != nil {
 		return nil, err
 	}
 	return s.pullVolume(ctx, plan, size, locks, free)
