@@ -233,10 +233,14 @@ func (s *Server) adoptionMarks(ctx context.Context, req AdoptRequest, row zfs.Da
 }
 
 // Release gives an adopted or created volume back to the operator: the
-// driver's marks and properties go (the managed mark first, so that a
-// daemon killed midway leaves data the driver no longer claims), its data
-// and the operator's properties stay, and a filesystem gets back the
-// mountpoint it had. Refused while the volume is in use on this host.
+// driver's marks and properties go, its data and the operator's properties
+// stay, and a filesystem gets back the mountpoint it had. Refused while the
+// volume is in use on this host.
+//
+// A daemon killed at any point leaves a volume one more Release finishes:
+// the mountpoint comes back first, while the volume is still marked, and
+// then every mark goes in one transaction group (zfs.Interface.Inherit),
+// the managed mark last, so that no mark outlives it.
 func (s *Server) Release(ctx context.Context, volumeID string) (*csi.Volume, error) {
 	defer s.volumesChanged()
 	row, err := s.getVolume(ctx, volumeID)
@@ -253,8 +257,19 @@ func (s *Server) Release(ctx context.Context, volumeID string) (*csi.Volume, err
 
 // release is Release of a volume read and locked.
 func (s *Server) release(ctx context.Context, row zfs.Dataset) (*csi.Volume, error) {
+	restore, current, err := s.mountpoints(ctx, row)
+	if err != nil {
+		return nil, err
+	}
 	if s.inUse != nil {
-		used, err := s.inUse(row.Name)
+		// A filesystem the driver serves has mountpoint=legacy; one that
+		// has its own again is mounted there by ZFS itself (an earlier
+		// release gave it back), which is no use of the volume.
+		var except []string
+		if strings.HasPrefix(current, "/") {
+			except = []string{current}
+		}
+		used, err := s.inUse(row.Name, except...)
 		if err != nil {
 			return nil, err
 		}
@@ -266,25 +281,37 @@ func (s *Server) release(ctx context.Context, row zfs.Dataset) (*csi.Volume, err
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is deleted and waits for its dependents", row.Name)
 	}
 	volume := s.csiVolume(row)
-	mountpoint := row.User[s.props.AdoptedMountpoint]
-	properties := []string{s.props.Managed}
+	if restore != "" && restore != current {
+		if err := s.zfs.Set(ctx, row.Name, map[string]string{"mountpoint": restore}); err != nil {
+			return nil, fmt.Errorf("releasing %s: its mountpoint %s: %w", row.Name, restore, err)
+		}
+	}
+	var properties []string
 	for _, property := range s.props.All() {
 		if _, set := row.User[property]; set && property != s.props.Managed {
 			properties = append(properties, property)
 		}
 	}
-	for _, property := range properties {
-		if err := s.zfs.Inherit(ctx, row.Name, property); err != nil {
-			return nil, fmt.Errorf("releasing %s: %w", row.Name, err)
-		}
-	}
-	if row.Type == zfs.Filesystem && mountpoint != "" && mountpoint != "legacy" {
-		// A mountpoint it had before adoption; a volume the driver made
-		// keeps legacy, which mounts nowhere by itself.
-		if err := s.zfs.Set(ctx, row.Name, map[string]string{"mountpoint": mountpoint}); err != nil {
-			return nil, fmt.Errorf("releasing %s: its mountpoint %s: %w", row.Name, mountpoint, err)
-		}
+	if err := s.zfs.Inherit(ctx, row.Name, append(properties, s.props.Managed)...); err != nil {
+		return nil, fmt.Errorf("releasing %s: %w", row.Name, err)
 	}
 	s.log.Info().Str("dataset", row.Name).Msg("released")
 	return volume, nil
+}
+
+// mountpoints are the mountpoint a filesystem had before its adoption,
+// which release gives back ("" for none: a zvol, or a volume the driver
+// made, which keeps legacy), and the one it has now ("" for a zvol).
+func (s *Server) mountpoints(ctx context.Context, row zfs.Dataset) (restore, current string, err error) {
+	if row.Type != zfs.Filesystem {
+		return "", "", nil
+	}
+	if restore = row.User[s.props.AdoptedMountpoint]; restore == "legacy" {
+		restore = ""
+	}
+	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{row.Name}, Native: []string{"mountpoint"}})
+	if err != nil {
+		return "", "", err
+	}
+	return restore, rows[0].Native["mountpoint"], nil
 }

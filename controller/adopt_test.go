@@ -129,7 +129,7 @@ func TestAnAdoptionIsRefusedWithNothingChanged(t *testing.T) {
 		}, AdoptRequest{Dataset: "tank/csi/db", Name: "db", Retain: true}, codes.FailedPrecondition},
 		{"a mounted dataset", func(t *testing.T, h *harness) {
 			operatorData(t, h, "tank/csi/db", zfs.CreateOptions{Properties: map[string]string{"refquota": "1073741824"}})
-			h.server.UseHost(func(string) (bool, error) { return true, nil }, nil)
+			h.server.UseHost(func(string, ...string) (bool, error) { return true, nil }, nil)
 		}, AdoptRequest{Dataset: "tank/csi/db", Name: "db", Retain: true}, codes.FailedPrecondition},
 		{"a zvol holding another filesystem", func(t *testing.T, h *harness) {
 			operatorData(t, h, "tank/csi/vm", zfs.CreateOptions{VolSize: 64 << 20})
@@ -189,7 +189,7 @@ func TestReleaseGivesDataBackAndIsRefusedWhileInUse(t *testing.T) {
 	mustDo(t, h.fake.Write(dataset, 1<<20))
 	ctx := context.Background()
 	used := true
-	h.server.UseHost(func(string) (bool, error) { return used, nil }, nil)
+	h.server.UseHost(func(string, ...string) (bool, error) { return used, nil }, nil)
 	if _, err := h.server.Release(ctx, volume.GetVolumeId()); code(err) != codes.FailedPrecondition {
 		t.Errorf("Release while staged: %v, want FAILED_PRECONDITION", err)
 	}
@@ -208,5 +208,53 @@ func TestReleaseGivesDataBackAndIsRefusedWhileInUse(t *testing.T) {
 	}
 	if _, err := h.server.Release(ctx, volume.GetVolumeId()); code(err) != codes.NotFound {
 		t.Errorf("releasing it again: %v, want NOT_FOUND (no longer the driver's)", err)
+	}
+}
+
+// A release killed at any point (after its mountpoint came back, or with
+// only some of its marks gone) leaves a volume that one more Release
+// finishes; no mark of the driver outlives the managed mark.
+func TestAReleaseInterruptedAnywhereIsFinishedByTheNext(t *testing.T) {
+	for cut := 0; cut <= 5; cut++ {
+		h := newHarness(t)
+		operatorData(t, h, "tank/csi/db", zfs.CreateOptions{Properties: map[string]string{"refquota": "1073741824", "mountpoint": "/srv/db"}})
+		ctx := context.Background()
+		volume, err := h.server.Adopt(ctx, AdoptRequest{Dataset: "tank/csi/db", Name: "db"})
+		if err != nil {
+			t.Fatalf("Adopt: %v", err)
+		}
+		// ZFS mounts the filesystem where its mountpoint comes back; only a
+		// mount elsewhere is a use.
+		h.server.UseHost(func(dataset string, except ...string) (bool, error) {
+			return h.fake.Property(dataset, "mountpoint") == "/srv/db" && !slices.Contains(except, "/srv/db"), nil
+		}, nil)
+		h.fake.InterruptInherit(cut)
+		_, err = h.server.Release(ctx, volume.GetVolumeId())
+		marks := 0
+		for _, property := range h.props.All() {
+			if h.fake.Property("tank/csi/db", property) != "" {
+				marks++
+			}
+		}
+		switch {
+		case err == nil:
+			if marks != 0 {
+				t.Errorf("cut after %d: released with %d marks left", cut, marks)
+			}
+			continue
+		case h.fake.Property("tank/csi/db", h.props.Managed) == "" && marks > 0:
+			t.Fatalf("cut after %d: the managed mark went before %d others", cut, marks)
+		}
+		if _, err := h.server.Release(ctx, volume.GetVolumeId()); err != nil {
+			t.Fatalf("cut after %d: releasing again: %v", cut, err)
+		}
+		for _, property := range h.props.All() {
+			if value := h.fake.Property("tank/csi/db", property); value != "" {
+				t.Errorf("cut after %d: %s=%s stays", cut, property, value)
+			}
+		}
+		if got := h.fake.Property("tank/csi/db", "mountpoint"); got != "/srv/db" {
+			t.Errorf("cut after %d: mountpoint %q, want /srv/db back", cut, got)
+		}
 	}
 }

@@ -44,8 +44,9 @@ type Server struct {
 	// transfers pulls other nodes' snapshots (create_pull.go); nil: off.
 	transfers forward.Transfers
 	// inUse says whether this host shows a volume mounted (the node's
-	// mount table; pulls.go); nil: cannot tell.
-	inUse func(dataset string) (bool, error)
+	// mount table) outside the mountpoints except names; pulls.go. nil:
+	// cannot tell.
+	inUse func(dataset string, except ...string) (bool, error)
 	// contentOf says what a zvol holds as blkid names it (adopt.go); nil:
 	// cannot tell.
 	contentOf func(ctx context.Context, dataset string) (string, error)

@@ -120,7 +120,7 @@ func TestTheFinalRoundWaitsForTheWorkloadToStop(t *testing.T) {
 	h.server.UseTransfers(peer)
 	allowMoves(h, peer)
 	mounted := true
-	peer.server.UseHost(func(dataset string) (bool, error) { return mounted && dataset == "tank/csi/src", nil }, nil)
+	peer.server.UseHost(func(dataset string, _ ...string) (bool, error) { return mounted && dataset == "tank/csi/src", nil }, nil)
 	ctx := context.Background()
 	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
 		t.Errorf("a round while the workload runs: %v, want ABORTED with the round", err)

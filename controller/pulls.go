@@ -231,7 +231,7 @@ func (s *Server) checkStopped(dataset string) error {
 // volume (the node's mount table and open devices) and what a zvol holds
 // (blkid): what a move's final round, adoption and release ask. Call
 // before serving.
-func (s *Server) UseHost(inUse func(dataset string) (bool, error), contentOf func(ctx context.Context, dataset string) (string, error)) {
+func (s *Server) UseHost(inUse func(dataset string, except ...string) (bool, error), contentOf func(ctx context.Context, dataset string) (string, error)) {
 	s.inUse, s.contentOf = inUse, contentOf
 }
 

@@ -11,8 +11,8 @@ import (
 // for a zvol, a process holds its device open (a virtual machine's disk, a
 // tool writing to it). The controller asks before a move's final round and
 // before adopting or releasing a volume; it is the same rule every other
-// mount check asks.
-func (s *Server) InUse(dataset string) (bool, error) {
+// mount check asks. Mounts at the mountpoints except names do not count.
+func (s *Server) InUse(dataset string, except ...string) (bool, error) {
 	recognise, err := s.mountsOf(volumeRef{dataset: dataset})
 	if err != nil {
 		return false, err
@@ -22,7 +22,7 @@ func (s *Server) InUse(dataset string) (bool, error) {
 		return false, err
 	}
 	for _, mount := range mounts {
-		if recognise.Shows(mount) {
+		if recognise.Shows(mount) && !contains(except, mount.MountPoint) {
 			return true, nil
 		}
 	}

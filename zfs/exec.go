@@ -201,15 +201,28 @@ func (e *Exec) Set(ctx context.Context, name string, properties map[string]strin
 	return err
 }
 
-// Inherit runs `zfs inherit <property> <name>`.
-func (e *Exec) Inherit(ctx context.Context, name, property string) error {
+// Inherit runs `zfs inherit <property> <name>` for one property, and the
+// inherit channel program for several (zfs inherit takes one at a time).
+func (e *Exec) Inherit(ctx context.Context, name string, properties ...string) error {
 	if err := checkNames(name); err != nil {
 		return err
 	}
-	if property == "" || strings.ContainsAny(property, "=\t\n ") || strings.HasPrefix(property, "-") {
-		return fmt.Errorf("zfs: %q is not a property: %w", property, ErrInvalid)
+	for _, property := range properties {
+		if property == "" || strings.ContainsAny(property, "=\t\n ") || strings.HasPrefix(property, "-") {
+			return fmt.Errorf("zfs: %q is not a property: %w", property, ErrInvalid)
+		}
 	}
-	_, err := e.zfs(ctx, "inherit", property, name)
+	switch len(properties) {
+	case 0:
+		return nil
+	case 1:
+		_, err := e.zfs(ctx, "inherit", properties[0], name)
+		return err
+	}
+	result, err := e.program(ctx, "inherit", inheritProgram, name, append([]string{name}, properties...)...)
+	if err == nil && result.Outcome == "unsupported" {
+		return fmt.Errorf("zfs program: zfs.sync.inherit: %w", ErrUnsupported)
+	}
 	return err
 }
 

@@ -55,6 +55,15 @@ var snapshotProgram string
 //go:embed programs/destroy_snapshot.lua
 var destroySnapshotProgram string
 
+// inheritProgram: argv = name, properties…. Each property goes in the
+// order given, in one transaction group. zfs.check first: a property that
+// cannot go stops the program before any has gone. A signal ends a program
+// between two instructions and keeps what it did, so a caller puts last
+// the property whose going says the rest went.
+//
+//go:embed programs/inherit.lua
+var inheritProgram string
+
 // programResult is what the programs above return, as `zfs program -j`
 // prints it: {"return": {...}}.
 type programResult struct {

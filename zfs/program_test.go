@@ -160,3 +160,35 @@ func TestDestroySnapshotGuardedPassesItsRequestAndReadsTheMark(t *testing.T) {
 		}
 	}
 }
+
+// One property is one `zfs inherit`; several are the inherit program, in
+// the order given (the caller's last is the one whose going says the rest
+// went).
+func TestInheritOfSeveralPropertiesIsOneProgram(t *testing.T) {
+	f := newFakeZFS(t)
+	f.set("zfs.program", "read-stdin", "")
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "done"}}`)
+	e := NewExec(ExecConfig{})
+	if err := e.Inherit(context.Background(), "tank/csi/v", "x:csi-name", "x:managed"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.argv("zfs.program"), []string{"program", "-j", "--", "tank", "-", "tank/csi/v", "x:csi-name", "x:managed"}; !slices.Equal(got, want) {
+		t.Errorf("argv %q, want %q", got, want)
+	}
+	if stdin, _ := f.recorded("zfs.program", "stdin"); stdin != inheritProgram {
+		t.Errorf("the script on stdin is not inheritProgram:\n%s", stdin)
+	}
+	if err := e.Inherit(context.Background(), "tank/csi/v", "x:managed"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.argv("zfs.inherit"), []string{"inherit", "x:managed", "tank/csi/v"}; !slices.Equal(got, want) {
+		t.Errorf("argv %q, want %q", got, want)
+	}
+	if err := e.Inherit(context.Background(), "tank/csi/v", "x:a", "-r"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an option for a property: %v, want ErrInvalid", err)
+	}
+	f.set("zfs.program", "stdout", `{"return": {"outcome": "failed", "errno": 22, "at": "tank/csi/v refquota"}}`)
+	if err := e.Inherit(context.Background(), "tank/csi/v", "x:a", "refquota"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a property that cannot go: %v, want ErrInvalid", err)
+	}
+}

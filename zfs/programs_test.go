@@ -23,6 +23,7 @@ func TestChannelProgramsAreLua(t *testing.T) {
 		"destroy_snapshot.lua": destroySnapshotProgram,
 		"group_snapshot.lua":   groupSnapshotProgram,
 		"probe.lua":            probeProgram,
+		"inherit.lua":          inheritProgram,
 	}
 	files, err := filepath.Glob("programs/*.lua")
 	if err != nil {

@@ -177,9 +177,12 @@ type Interface interface {
 	Destroy(ctx context.Context, name string, opts DestroyOptions) error
 	// Set sets properties of a dataset or snapshot in one command.
 	Set(ctx context.Context, name string, properties map[string]string) error
-	// Inherit removes a property set on a dataset (`zfs inherit`): a user
+	// Inherit removes properties set on a dataset (`zfs inherit`): a user
 	// property goes, a native one takes its inherited or default value.
-	Inherit(ctx context.Context, name, property string) error
+	// Several go in one transaction group, in the order given: a command
+	// killed midway keeps a prefix of them, never a later one without an
+	// earlier.
+	Inherit(ctx context.Context, name string, properties ...string) error
 	// List reports datasets as selected by opts. The order is zfs's own
 	// (all roots merged, snapshots after their dataset): callers that need an
 	// order sort the rows themselves.

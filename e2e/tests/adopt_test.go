@@ -6,6 +6,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,50 +179,71 @@ func (d *driverProcess) operatorRetried(method string, fields map[string]any) (*
 }
 
 // A daemon SIGKILLed at a random instant of an adoption or a release
-// leaves the dataset adopted or as it was, never half-marked; the same
-// call again completes it.
+// leaves the dataset adopted or as it was, never half-marked: a kill
+// during adopt leaves it whole or untouched, one during release leaves it
+// released or still the driver's (managed), never a mark of the driver
+// without the managed mark; the same call again completes it. Odd rounds
+// adopt a filesystem with a mountpoint of its own, which release gives
+// back (and ZFS mounts there again).
 func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
+	mountpoints := t.TempDir() // made first: removed after the parent's datasets unmount
 	parent := testParent(t)
 	d := startDriver(t, parent)
 	for round := range 4 {
 		name := "crash-" + string(rune('a'+round))
 		dataset := parent + "/" + name
-		mustRun(t, "zfs", "create", "-o", "refquota=64M", "-o", "mountpoint=none", dataset)
-		adopt := map[string]any{rpc.AdoptDataset: dataset, rpc.AdoptName: name, rpc.AdoptMode: "own"}
-		halfMarked := func(stage string) {
-			managed, csiName, mp := zfsGet(t, "zfs.csi.dev:managed", dataset), zfsGet(t, "zfs.csi.dev:csi-name", dataset), zfsGet(t, "mountpoint", dataset)
-			whole := managed == "true" && csiName != "-" && mp == "legacy"
-			none := managed == "-"
-			if !whole && !none {
-				t.Errorf("round %d, %s: half-marked: managed %s, csi-name %s, mountpoint %s", round, stage, managed, csiName, mp)
-			}
+		mountpoint := "none"
+		if round%2 == 1 {
+			mountpoint = filepath.Join(mountpoints, name)
 		}
+		mustRun(t, "zfs", "create", "-o", "refquota=64M", "-o", "mountpoint="+mountpoint, dataset)
+		if mountpoint != "none" {
+			mustRun(t, "zfs", "umount", dataset)
+		}
+		adopt := map[string]any{rpc.AdoptDataset: dataset, rpc.AdoptName: name, rpc.AdoptMode: "own"}
 		callCtx, cancel := context.WithCancel(ctx(t))
 		go func() { _, _ = d.operatorCall(callCtx, rpc.OperatorAdopt, adopt) }()
 		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
 		cancel()
 		d.killHard()
-		halfMarked("after a kill during adopt")
+		marks, managed, mp := driverMarks(t, dataset), zfsGet(t, "zfs.csi.dev:managed", dataset), zfsGet(t, "mountpoint", dataset)
+		whole := managed == "true" && slices.Contains(marks, "zfs.csi.dev:csi-name") && mp == "legacy"
+		if !whole && (len(marks) > 0 || mp != mountpoint) {
+			t.Errorf("round %d, killed during adopt: half-marked: marks %v, mountpoint %s", round, marks, mp)
+		}
 		volume, err := d.operatorRetried(rpc.OperatorAdopt, adopt)
 		if err != nil {
 			t.Fatalf("round %d: adopt again after the kill: %v", round, err)
 		}
+		release := map[string]any{rpc.ReleaseVolumeID: volume.GetVolumeId()}
 		callCtx, cancel = context.WithCancel(ctx(t))
-		go func() {
-			_, _ = d.operatorCall(callCtx, rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: volume.GetVolumeId()})
-		}()
+		go func() { _, _ = d.operatorCall(callCtx, rpc.OperatorRelease, release) }()
 		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
 		cancel()
 		d.killHard()
-		if managed := zfsGet(t, "zfs.csi.dev:managed", dataset); managed == "true" {
-			halfMarked("after a kill during release, still adopted")
-			if _, err := d.operatorRetried(rpc.OperatorRelease, map[string]any{rpc.ReleaseVolumeID: volume.GetVolumeId()}); err != nil {
+		if marks := driverMarks(t, dataset); len(marks) > 0 {
+			if zfsGet(t, "zfs.csi.dev:managed", dataset) == "-" {
+				t.Errorf("round %d, killed during release: marks %v outlive the managed mark", round, marks)
+			}
+			if _, err := d.operatorRetried(rpc.OperatorRelease, release); err != nil {
 				t.Fatalf("round %d: release again after the kill: %v", round, err)
 			}
 		}
-		if managed := zfsGet(t, "zfs.csi.dev:managed", dataset); managed != "-" {
-			t.Errorf("round %d: released, and managed is %s", round, managed)
+		if marks, mp := driverMarks(t, dataset), zfsGet(t, "mountpoint", dataset); len(marks) > 0 || mp != mountpoint {
+			t.Errorf("round %d: released, with marks %v and mountpoint %s (want none and %s)", round, marks, mp, mountpoint)
 		}
 	}
 	t.Logf("%d kills landed while a zfs command of the daemon ran", d.killsInZFS)
+}
+
+// driverMarks are the driver's properties set on dataset.
+func driverMarks(t *testing.T, dataset string) []string {
+	t.Helper()
+	var marks []string
+	for _, property := range strings.Fields(mustRun(t, "zfs", "get", "-H", "-o", "property", "-s", "local", "all", dataset)) {
+		if strings.HasPrefix(property, "zfs.csi.dev:") {
+			marks = append(marks, property)
+		}
+	}
+	return marks
 }

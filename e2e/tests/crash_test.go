@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,12 +34,29 @@ func (d *driverProcess) killHard() {
 	}
 	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 	d.cmd.Wait()
+	// A zfs command in the kernel dies only when its ioctl returns, and
+	// its change lands: systemd, too, restarts a service only once every
+	// process of its cgroup is gone.
+	for deadline := time.Now().Add(time.Minute); processesIn(d.cmd.Process.Pid) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	d.start(d.binary, d.args)
 }
 
 // zfsRunningIn reports whether a zfs command runs in the process group
 // (the daemon's own: it is started as its leader).
 func zfsRunningIn(group int) bool {
+	return slices.Contains(commandsIn(group), "zfs")
+}
+
+// processesIn counts the processes of a process group.
+func processesIn(group int) int {
+	return len(commandsIn(group))
+}
+
+// commandsIn are the command names of a process group's processes.
+func commandsIn(group int) []string {
+	var names []string
 	entries, _ := os.ReadDir("/proc")
 	for _, entry := range entries {
 		stat, err := os.ReadFile(filepath.Join("/proc", entry.Name(), "stat"))
@@ -52,11 +70,11 @@ func zfsRunningIn(group int) bool {
 			continue
 		}
 		fields := strings.Fields(string(stat[nameEnd+1:]))
-		if len(fields) > 2 && string(stat[nameStart+1:nameEnd]) == "zfs" && fields[2] == strconv.Itoa(group) {
-			return true
+		if len(fields) > 2 && fields[2] == strconv.Itoa(group) && fields[0] != "Z" {
+			names = append(names, string(stat[nameStart+1:nameEnd]))
 		}
 	}
-	return false
+	return names
 }
 
 // interruptedCall starts call, kills the daemon hard after a random delay up

@@ -31,6 +31,7 @@ type Fake struct {
 	failures map[string][]error
 	busy     map[string]bool
 	stalls   map[string]chan struct{}
+	cutAfter int // InterruptInherit: the next Inherit keeps this many; -1 none
 }
 
 type fakePool struct {
@@ -73,6 +74,7 @@ func NewFake(pools map[string]uint64) *Fake {
 		failures: map[string][]error{},
 		busy:     map[string]bool{},
 		stalls:   map[string]chan struct{}{},
+		cutAfter: -1,
 	}
 	for name, size := range pools {
 		f.pools[name] = &fakePool{size: size, health: "ONLINE"}
@@ -374,10 +376,10 @@ func (f *Fake) Set(ctx context.Context, name string, properties map[string]strin
 	return nil
 }
 
-// Inherit implements Interface: the property's local value goes; a
-// property zfs does not know, or one that cannot be inherited, is refused
-// as zfs refuses it.
-func (f *Fake) Inherit(ctx context.Context, name, property string) error {
+// Inherit implements Interface: the properties' local values go, all
+// at once; a property zfs does not know, or one that cannot be inherited,
+// is refused as zfs refuses it, before any goes.
+func (f *Fake) Inherit(ctx context.Context, name string, properties ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "Inherit"); err != nil {
@@ -387,14 +389,26 @@ func (f *Fake) Inherit(ctx context.Context, name, property string) error {
 	if !ok {
 		return f.fail("inherit", name, zfs.ErrNotFound)
 	}
-	if !strings.Contains(property, ":") {
-		if types, known := fakeNativeProps[property]; !known || !hasType(types, d.typ) || createOnlyProps[property] || fakeSizeProps[property] {
-			return f.fail("inherit", name, zfs.ErrInvalid)
+	for _, property := range properties {
+		if !strings.Contains(property, ":") {
+			if types, known := fakeNativeProps[property]; !known || !hasType(types, d.typ) || createOnlyProps[property] || fakeSizeProps[property] {
+				return f.fail("inherit", name, zfs.ErrInvalid)
+			}
 		}
 	}
 	props := copyProps(d.props)
-	delete(props, property)
+	kept, cut := len(properties), f.cutAfter
+	if cut >= 0 && cut < kept {
+		kept = cut
+	}
+	f.cutAfter = -1
+	for _, property := range properties[:kept] {
+		delete(props, property)
+	}
 	d.props = props
+	if kept < len(properties) {
+		return &zfs.CommandError{Argv: []string{"zfs", "program", name}, ExitCode: -1, Stderr: "signal: killed"}
+	}
 	return nil
 }
 

@@ -44,6 +44,15 @@ func (f *Fake) FailNext(method string, err error) {
 	f.failures[method] = append(f.failures[method], err)
 }
 
+// InterruptInherit makes the next Inherit stop after its first n
+// properties, as a signal to zfs program keeps what the program did before
+// it: the rest stay, and the call fails.
+func (f *Fake) InterruptInherit(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cutAfter = n
+}
+
 // SetPoolHealth sets the health zpool reports for a pool. SUSPENDED also
 // does what ZFS ≥ 2.2 does to a command that starts while the pool's I/O is
 // suspended: it fails with "pool I/O is currently suspended" (a command

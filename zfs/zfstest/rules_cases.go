@@ -31,7 +31,7 @@ var ErrUnclassified = errors.New("a zfs error of no kind")
 
 // RuleCases are the rules the Fake enforces, each held to ZFS.
 func RuleCases() []RuleCase {
-	return slices.Concat(nameRules(), spaceRules(), destroyRules(), volsizeRules(), receiveRules())
+	return slices.Concat(nameRules(), spaceRules(), destroyRules(), volsizeRules(), receiveRules(), inheritRules())
 }
 
 // RunRuleCase runs one case: its own root under parent, destroyed after.
@@ -363,6 +363,59 @@ func volsizeRules() []RuleCase {
 			answer := fmt.Sprintf("asked %d: volsize %d, refreservation %d", asked, row.VolSize, row.RefReservation)
 			return answer, firstProblem(want("volsize", row.VolSize, figure.VolSize),
 				want("refreservation", row.RefReservation, figure.RefReservation)), nil
+		}},
+	}
+}
+
+// inheritRules: several properties go in one Inherit, or none does.
+func inheritRules() []RuleCase {
+	const a, b = "zfs-csi.test:a", "zfs-csi.test:b"
+	marked := func(ctx context.Context, p TransferPool, root string) (string, error) {
+		x := root + "/x"
+		err := p.Create(ctx, x, zfs.CreateOptions{Properties: map[string]string{"mountpoint": "legacy", a: "1", b: "2", "compression": "zle"}})
+		return x, err
+	}
+	read := func(ctx context.Context, p TransferPool, x string) (string, error) {
+		rows, err := p.List(ctx, zfs.ListOptions{Roots: []string{x}, UserProps: []string{a, b}, Native: []string{"compression"}})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("a=%q b=%q compression=%s", rows[0].User[a], rows[0].User[b], rows[0].Native["compression"]), nil
+	}
+	return []RuleCase{
+		{"inherit: two user properties and a native one go in one call; the native one takes its parent's value", func(ctx context.Context, p TransferPool, root string) (string, string, error) {
+			x, err := marked(ctx, p, root)
+			if err != nil {
+				return "", "", err
+			}
+			if err := p.Inherit(ctx, x, a, "compression", b); err != nil {
+				return describe(err), "inherit: " + describe(err), nil
+			}
+			got, err := read(ctx, p, x)
+			parent, perr := p.List(ctx, zfs.ListOptions{Roots: []string{root}, Native: []string{"compression"}})
+			if err != nil || perr != nil {
+				return "", "", errors.Join(err, perr)
+			}
+			if wanted := fmt.Sprintf("a=\"\" b=\"\" compression=%s", parent[0].Native["compression"]); got != wanted {
+				return got, "after inherit: " + got + ", want " + wanted, nil
+			}
+			return got, "", nil
+		}},
+		{"inherit: a property that cannot be inherited (refquota) among others is ErrInvalid, and none goes", func(ctx context.Context, p TransferPool, root string) (string, string, error) {
+			x, err := marked(ctx, p, root)
+			if err != nil {
+				return "", "", err
+			}
+			inheritErr := p.Inherit(ctx, x, a, "refquota", b)
+			got, err := read(ctx, p, x)
+			if err != nil {
+				return "", "", err
+			}
+			answer := describe(inheritErr) + "; " + got
+			if kindOf(inheritErr) != zfs.ErrInvalid || got != `a="1" b="2" compression=zle` {
+				return answer, "inherit with refquota: " + answer + `, want ErrInvalid and a="1" b="2" compression=zle`, nil
+			}
+			return answer, "", nil
 		}},
 	}
 }
