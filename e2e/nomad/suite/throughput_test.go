@@ -191,12 +191,15 @@ type pullFigures struct {
 	bytes     int64
 	duration  time.Duration
 	firstByte time.Duration
-	streams   int
+	streams   int // streams that ended
+	started   int
 	resumed   int // streams that began from a resume token
 }
 
 // peerPull reads node-b's published pull lines for volume: its streams'
 // bytes and durations added up, and the first one's time to first byte.
+// node-b publishes its log a few seconds behind: it waits until every
+// stream that began has ended.
 func (e *env) peerPull(t *testing.T, volume string) pullFigures {
 	t.Helper()
 	var got pullFigures
@@ -220,6 +223,7 @@ func (e *env) peerPull(t *testing.T, volume string) pullFigures {
 			}
 			switch entry.Message {
 			case "pulling":
+				got.started++
 				if entry.Resumed {
 					got.resumed++
 				}
@@ -232,7 +236,8 @@ func (e *env) peerPull(t *testing.T, volume string) pullFigures {
 				got.duration += time.Duration(entry.Duration * float64(time.Millisecond))
 			}
 		}
-		return got.streams > 0, fmt.Errorf("no \"pull stream ended\" line for %s in %d bytes", volume, len(data))
+		return got.streams > 0 && got.streams >= got.started,
+			fmt.Errorf("%d \"pulling\" and %d \"pull stream ended\" lines for %s in %d bytes", got.started, got.streams, volume, len(data))
 	})
 	return got
 }
