@@ -1,5 +1,5 @@
-// Package e2eutil holds what more than one of the cluster suites
-// (e2e/k8s/suite, e2e/nomad/suite) needs, so that each rule of waiting or
+// Package e2eutil holds what more than one of the e2e suites (e2e/tests,
+// e2e/k8s/suite, e2e/nomad/suite) needs, so that each rule of waiting or
 // judging has one home instead of a copy per suite.
 package e2eutil
 

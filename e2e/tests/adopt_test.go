@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 	"github.com/zfs-csi/zfs-csi/rpc"
 )
 
@@ -139,8 +140,8 @@ func TestExistingDataIsAdoptedServedAndGivenBack(t *testing.T) {
 		t.Fatalf("release: %v", err)
 	}
 	released := datasetOf(t, owned.GetVolumeId())
-	if left := strings.TrimSpace(run(t, "sh", "-c", `zfs get -H -o property,value -s local all "$1" | grep zfs.csi.dev || true`, "sh", released)); left != "" {
-		t.Errorf("the driver's properties left after release:\n%s", left)
+	if left := e2eutil.LocalProperties(t, released, "zfs.csi.dev:"); len(left) > 0 {
+		t.Errorf("the driver's properties left after release: %v", left)
 	}
 
 	// What the driver would not own whole.
@@ -206,7 +207,7 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
 		cancel()
 		d.killHard()
-		marks, managed, mp := driverMarks(t, dataset), zfsGet(t, "zfs.csi.dev:managed", dataset), zfsGet(t, "mountpoint", dataset)
+		marks, managed, mp := e2eutil.LocalProperties(t, dataset, "zfs.csi.dev:"), zfsGet(t, "zfs.csi.dev:managed", dataset), zfsGet(t, "mountpoint", dataset)
 		whole := managed == "true" && slices.Contains(marks, "zfs.csi.dev:csi-name") && mp == "legacy"
 		if !whole && (len(marks) > 0 || mp != mountpoint) {
 			t.Errorf("round %d, killed during adopt: half-marked: marks %v, mountpoint %s", round, marks, mp)
@@ -221,7 +222,7 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 		time.Sleep(time.Duration(rand.Int64N(int64(800 * time.Millisecond))))
 		cancel()
 		d.killHard()
-		if marks := driverMarks(t, dataset); len(marks) > 0 {
+		if marks := e2eutil.LocalProperties(t, dataset, "zfs.csi.dev:"); len(marks) > 0 {
 			if zfsGet(t, "zfs.csi.dev:managed", dataset) == "-" {
 				t.Errorf("round %d, killed during release: marks %v outlive the managed mark", round, marks)
 			}
@@ -229,21 +230,9 @@ func TestAnAdoptionOrReleaseKilledMidwayIsWholeOrNotAtAll(t *testing.T) {
 				t.Fatalf("round %d: release again after the kill: %v", round, err)
 			}
 		}
-		if marks, mp := driverMarks(t, dataset), zfsGet(t, "mountpoint", dataset); len(marks) > 0 || mp != mountpoint {
+		if marks, mp := e2eutil.LocalProperties(t, dataset, "zfs.csi.dev:"), zfsGet(t, "mountpoint", dataset); len(marks) > 0 || mp != mountpoint {
 			t.Errorf("round %d: released, with marks %v and mountpoint %s (want none and %s)", round, marks, mp, mountpoint)
 		}
 	}
 	t.Logf("%d kills landed while a zfs command of the daemon ran", d.killsInZFS)
-}
-
-// driverMarks are the driver's properties set on dataset.
-func driverMarks(t *testing.T, dataset string) []string {
-	t.Helper()
-	var marks []string
-	for _, property := range strings.Fields(mustRun(t, "zfs", "get", "-H", "-o", "property", "-s", "local", "all", dataset)) {
-		if strings.HasPrefix(property, "zfs.csi.dev:") {
-			marks = append(marks, property)
-		}
-	}
-	return marks
 }

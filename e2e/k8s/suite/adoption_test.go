@@ -82,7 +82,7 @@ func testAdoption(t *testing.T, e *env) {
 			e.deletePod(t, x.name+"-reader")
 			e.dropStaticPV(t, x.name)
 			t.Logf("released: %s", strings.TrimSpace(must(t, "zfs-csi", "ctl", "release", id)))
-			if left := driverProps(t, moved); len(left) > 0 {
+			if left := e2eutil.LocalProperties(t, moved, driverName+":"); len(left) > 0 {
 				t.Errorf("the released %s keeps the driver's properties %v", moved, left)
 			}
 			if got := readBack(t, moved, x.file); got != x.content {
@@ -161,18 +161,6 @@ func makeExt4Zvol(t *testing.T, ds, file, content string) {
 	must(t, "mount", "/dev/zvol/"+ds, dir)
 	must(t, "sh", "-c", `printf %s "$2" > "$1" && sync`, "sh", dir+"/"+file, content)
 	must(t, "umount", dir)
-}
-
-// driverProps lists the zfs.csi.dev properties set on ds itself.
-func driverProps(t *testing.T, ds string) []string {
-	t.Helper()
-	var left []string
-	for _, line := range strings.Split(strings.TrimSpace(must(t, "zfs", "get", "-H", "-s", "local", "-o", "property", "all", ds)), "\n") {
-		if strings.HasPrefix(line, driverName+":") {
-			left = append(left, line)
-		}
-	}
-	return left
 }
 
 // readBack reads file of a released dataset where ZFS mounts it, or of an
