@@ -77,7 +77,8 @@ func (s *Server) Adopt(ctx context.Context, req AdoptRequest) (*csi.Volume, erro
 		return nil, err
 	}
 	rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{req.Dataset}, Depth: -1,
-		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), Crypto: true})
+		Types: []zfs.Type{zfs.Filesystem, zfs.Volume, zfs.Snapshot}, UserProps: s.props.All(), Crypto: true,
+		Native: []string{"mountpoint"}})
 	if errors.Is(err, zfs.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "dataset %s does not exist", rules.Bounded(req.Dataset))
 	}
@@ -88,10 +89,7 @@ func (s *Server) Adopt(ctx context.Context, req AdoptRequest) (*csi.Volume, erro
 	if err := s.checkAdoptable(ctx, req, rows, target); err != nil {
 		return nil, err
 	}
-	marks, err := s.adoptionMarks(ctx, req, row)
-	if err != nil {
-		return nil, err
-	}
+	marks := s.adoptionMarks(req, row)
 	if row.Name != target {
 		if err := s.zfs.Rename(ctx, row.Name, target); err != nil {
 			return nil, err
@@ -207,7 +205,7 @@ func (s *Server) checkKind(ctx context.Context, req AdoptRequest, row zfs.Datase
 }
 
 // adoptionMarks are the properties one zfs set gives the adopted data.
-func (s *Server) adoptionMarks(ctx context.Context, req AdoptRequest, row zfs.Dataset) (map[string]string, error) {
+func (s *Server) adoptionMarks(req AdoptRequest, row zfs.Dataset) map[string]string {
 	managed := "true"
 	if req.Retain {
 		managed = rules.ManagedRetained
@@ -215,11 +213,7 @@ func (s *Server) adoptionMarks(ctx context.Context, req AdoptRequest, row zfs.Da
 	marks := map[string]string{s.props.Managed: managed, s.props.CSIName: rules.EncodeName(req.Name),
 		s.props.Adopted: adoptMode(req), s.props.Source: "adopted:" + row.Name}
 	if row.Type == zfs.Filesystem {
-		rows, err := s.zfs.List(ctx, zfs.ListOptions{Roots: []string{row.Name}, Native: []string{"mountpoint"}})
-		if err != nil {
-			return nil, err
-		}
-		marks["mountpoint"], marks[s.props.AdoptedMountpoint] = "legacy", rows[0].Native["mountpoint"]
+		marks["mountpoint"], marks[s.props.AdoptedMountpoint] = "legacy", row.Native["mountpoint"]
 		if req.Size > 0 {
 			marks["refquota"] = strconv.FormatUint(req.Size, 10)
 		}
@@ -229,7 +223,7 @@ func (s *Server) adoptionMarks(ctx context.Context, req AdoptRequest, row zfs.Da
 	if row.KeyStatus != "" && req.KeyFromSecrets {
 		marks["keylocation"] = "prompt"
 	}
-	return marks, nil
+	return marks
 }
 
 // Release gives an adopted or created volume back to the operator: the
