@@ -397,9 +397,9 @@ func (f *Fake) Inherit(ctx context.Context, name string, properties ...string) e
 		}
 	}
 	props := copyProps(d.props)
-	kept, cut := len(properties), f.cutAfter
-	if cut >= 0 && cut < kept {
-		kept = cut
+	kept := len(properties)
+	if f.cutAfter >= 0 {
+		kept = min(kept, f.cutAfter)
 	}
 	f.cutAfter = -1
 	for _, property := range properties[:kept] {
