@@ -191,11 +191,16 @@ func (s *Server) finishPull(ctx context.Context, plan volumePlan, incoming, data
 	if err := s.zfs.Set(ctx, incoming, grow); err != nil {
 		return zfs.Dataset{}, err
 	}
+	// The rounds go while the dataset is still incoming: once renamed, it
+	// is the volume, which a retry answers as it finds it. The pulled mark,
+	// not a round, says the last round arrived.
+	for _, snapshot := range snapshots {
+		if err := s.zfs.Destroy(ctx, snapshot.Name, zfs.DestroyOptions{}); err != nil {
+			return zfs.Dataset{}, err
+		}
+	}
 	if err := s.zfs.Rename(ctx, incoming, dataset); err != nil {
 		return zfs.Dataset{}, err
-	}
-	for _, snapshot := range snapshots {
-		s.destroyQuietly(ctx, dataset+snapshot.Name[strings.IndexByte(snapshot.Name, '@'):], zfs.DestroyOptions{})
 	}
 	row.Name = dataset
 	if plan.zvol {

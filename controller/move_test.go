@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -348,5 +349,50 @@ func TestACopyOfAnEncryptedSnapshotOnAnotherNodeArrivesRawAndEncrypted(t *testin
 	row, err := zfs.GetWithKeyStatus(context.Background(), h.fake, strings.TrimPrefix(volume.GetVolumeId(), testNode+":"), nil)
 	if err != nil || row.KeyStatus == "" {
 		t.Errorf("the copy pulled from another node: keystatus %q (%v), want encrypted (a pull is a raw send)", row.KeyStatus, err)
+	}
+}
+
+func TestARoundWhoseGUIDIsNotTheOneTheSourceTookIsRefused(t *testing.T) {
+	h := newHarness(t)
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	allowMoves(h, peer)
+	ctx := context.Background()
+	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
+		t.Fatalf("round 1: %v", err)
+	}
+	incoming := "tank/csi/" + IncomingContainer + "/pvc-m"
+	rounds, _, err := h.server.receivedRounds(ctx, incoming)
+	if err != nil || len(rounds) != 1 {
+		t.Fatalf("rounds received: %v (%v)", rounds, err)
+	}
+	id := "node-b:tank/csi/src@" + rounds[0]
+	rows, err := peer.fake.List(ctx, zfs.ListOptions{Roots: []string{"tank/csi/src@" + rounds[0]}, Types: []zfs.Type{zfs.Snapshot}, Provenance: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := strconv.FormatUint(rows[0].GUID, 10)
+	if guid, err := h.server.checkRound(ctx, incoming, id, taken); err != nil || guid != taken {
+		t.Fatalf("the round the source took (GUID %s): %q, %v", taken, guid, err)
+	}
+	// What a source that answered one snapshot and sent another, or a
+	// receive that kept another, would leave: the GUIDs differ.
+	if _, err := h.server.checkRound(ctx, incoming, id, taken+"1"); code(err) != codes.Internal || !strings.Contains(err.Error(), "GUID") {
+		t.Errorf("a round whose GUID is not the source's: %v, want INTERNAL naming the GUIDs", err)
+	}
+}
+
+func TestAPullIsRefusedANameUsedUnderAnotherParent(t *testing.T) {
+	h := newHarness(t, "tank/csi", "tank/other")
+	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
+	h.server.UseTransfers(peer)
+	h.create(createRequest("pvc-r", 1<<30, mountCapability("")))
+	req := remoteRequest("pvc-r", mountCapability(""))
+	req.Parameters = map[string]string{ParamParentDataset: "tank/other"}
+	if _, err := h.server.CreateVolume(context.Background(), req); code(err) != codes.AlreadyExists {
+		t.Fatalf("a restore from another node under a name tank/csi holds: %v, want ALREADY_EXISTS", err)
+	}
+	if requestsMade(peer) != 0 || len(h.incomingLeft()) != 0 || h.fake.Exists("tank/other/pvc-r") {
+		t.Errorf("streams asked %d, incoming %v: want nothing pulled", requestsMade(peer), h.incomingLeft())
 	}
 }

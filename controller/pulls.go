@@ -254,10 +254,12 @@ func (s *Server) endPull(ctx context.Context, fields pullsFields) (map[string]st
 	if err != nil {
 		return nil, err
 	}
-	if len(rows) == 0 || !s.owner.LiveVolume(rows[0]) {
+	if len(rows) == 0 || !s.owner.Marked(rows[0]) {
 		return map[string]string{}, nil // gone already: a retry after the deletion
 	}
-	if fields.flag(fieldMove) {
+	// A volume marked deleted is a retry's after the deletion, which its
+	// CSI snapshots held back: its rounds still go.
+	if fields.flag(fieldMove) && s.owner.LiveVolume(rows[0]) {
 		if err := s.deleteMoved(ctx, rows, fields[fieldGUID]); err != nil {
 			return nil, err
 		}

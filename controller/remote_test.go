@@ -99,6 +99,11 @@ func serveController(t *testing.T, fake *zfstest.Fake) (*Server, grpc.ClientConn
 	}
 	server := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		resp, err := handler(ctx, req)
+		if fake.Crashed() {
+			// Killed while it served: the caller's connection drops,
+			// whatever the handler made of its failed commands.
+			return nil, status.Error(codes.Unavailable, "connection reset: node-b's daemon was killed")
+		}
 		return resp, rpc.Status(err)
 	}))
 	csi.RegisterControllerServer(server, controller)

@@ -31,7 +31,9 @@ type Fake struct {
 	failures map[string][]error
 	busy     map[string]bool
 	stalls   map[string]chan struct{}
-	cutAfter int // InterruptInherit: the next Inherit keeps this many; -1 none
+	cutAfter int  // InterruptInherit: the next Inherit keeps this many; -1 none
+	crashIn  int  // CrashAfter: commands left before the daemon dies; -1 never
+	crashed  bool // CrashAfter's daemon died: every command fails until Revive
 }
 
 type fakePool struct {
@@ -75,6 +77,7 @@ func NewFake(pools map[string]uint64) *Fake {
 		busy:     map[string]bool{},
 		stalls:   map[string]chan struct{}{},
 		cutAfter: -1,
+		crashIn:  -1,
 	}
 	for name, size := range pools {
 		f.pools[name] = &fakePool{size: size, health: "ONLINE"}
@@ -85,6 +88,13 @@ func NewFake(pools map[string]uint64) *Fake {
 
 // begin counts a call and returns an injected failure, if any. Callers hold mu.
 func (f *Fake) begin(ctx context.Context, method string) error {
+	if f.crashed || f.crashIn == 0 {
+		f.crashed, f.crashIn = true, -1
+		return ErrKilled
+	}
+	if f.crashIn > 0 {
+		f.crashIn--
+	}
 	f.calls[method]++
 	f.txg++
 	if err := ctx.Err(); err != nil {

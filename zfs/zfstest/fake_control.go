@@ -2,9 +2,11 @@ package zfstest
 
 import (
 	"context"
-	"github.com/zfs-csi/zfs-csi/zfs"
+	"errors"
 	"sort"
 	"sync"
+
+	"github.com/zfs-csi/zfs-csi/zfs"
 )
 
 // The test's controls of the Fake: counting its calls, injecting failures and
@@ -51,6 +53,34 @@ func (f *Fake) InterruptInherit(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cutAfter = n
+}
+
+// ErrKilled is every command's answer once the daemon CrashAfter kills is gone.
+var ErrKilled = errors.New("killed: the daemon that ran this command is gone")
+
+// CrashAfter lets n more commands run, then kills the daemon that runs them:
+// the next command does nothing, and it and every later one fail with
+// ErrKilled until Revive. Only what ZFS holds outlives the kill, as with
+// SIGKILL between two zfs commands (a kill inside a command is the same
+// as one before or after it: each is one transaction group).
+func (f *Fake) CrashAfter(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.crashIn, f.crashed = n, false
+}
+
+// Crashed says whether CrashAfter's kill came.
+func (f *Fake) Crashed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.crashed
+}
+
+// Revive lets commands run again: the daemon started again.
+func (f *Fake) Revive() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.crashIn, f.crashed = -1, false
 }
 
 // SetPoolHealth sets the health zpool reports for a pool. SUSPENDED also
