@@ -50,11 +50,10 @@ func commands() []command {
 	}
 }
 
-// Exit statuses besides 0, 1 (the command failed) and envflag.ExitConfig.
-const (
-	// exitUsage: the command line names no command zfs-csi has.
-	exitUsage = 2
-)
+// exitUsage is the status of a command line that names no command zfs-csi
+// has: a wrong command line like any other (ctl.ExitUsage, sysexits'
+// EX_USAGE), never doctor's "could not look".
+const exitUsage = ctl.ExitUsage
 
 // Main runs the subcommand args name, or the daemon when args name none (or
 // "serve"), and returns the process's exit status. version is the binary's.
@@ -112,13 +111,9 @@ func pointToHelp(stderr io.Writer, command string, err error) {
 // as their environment, where a misspelt name would otherwise be ignored.
 func checkVariables() error {
 	bridge, _ := nomadbridge.Flags()
-	known := slices.Concat(envflag.FlagVariables(daemon.Flags()), envflag.FlagVariables(bridge), operatorVariables)
+	known := slices.Concat(envflag.FlagVariables(daemon.Flags()), envflag.FlagVariables(bridge), operatorVariableNames())
 	return envflag.Environment().Unknown("ZFS_CSI_", known, harnessVariables)
 }
-
-// operatorVariables are the variables the operator commands read from the
-// configuration file besides the daemon's (TestEveryVariableIsKnown).
-var operatorVariables = []string{"ZFS_CSI_CONFIG", "ZFS_CSI_CO_DIRS", "ZFS_CSI_OPERATOR_SOCKET"}
 
 // harnessVariables are the prefixes of the test harness's variables, which
 // the daemons it starts inherit.

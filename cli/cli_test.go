@@ -105,14 +105,14 @@ func TestTheCommandLineOfADailyTool(t *testing.T) {
 			}
 		}
 	})
-	t.Run("an unknown command suggests the nearest and exits 2", func(t *testing.T) {
+	t.Run("an unknown command suggests the nearest and exits 64", func(t *testing.T) {
 		for typed, want := range map[string]string{"volume": "volumes", "snapshot": "snapshots", "doctr": "doctor", "stats": "status"} {
 			status, _, errOut := run(typed)
-			if status != exitUsage || !strings.Contains(errOut, `did you mean "`+want+`"`) {
-				t.Errorf("%s: exit %d, said %q; want 2 suggesting %s", typed, status, errOut, want)
+			if status != 64 || !strings.Contains(errOut, `did you mean "`+want+`"`) {
+				t.Errorf("%s: exit %d, said %q; want 64 suggesting %s", typed, status, errOut, want)
 			}
 		}
-		if status, _, errOut := run("frobnicate"); status != exitUsage || strings.Contains(errOut, "did you mean") {
+		if status, _, errOut := run("frobnicate"); status != 64 || strings.Contains(errOut, "did you mean") {
 			t.Errorf("frobnicate: exit %d, said %q", status, errOut)
 		}
 	})

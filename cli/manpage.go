@@ -1,20 +1,19 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/zfs-csi/zfs-csi/cli/ctl"
-	"github.com/zfs-csi/zfs-csi/cli/daemon"
 	"github.com/zfs-csi/zfs-csi/cli/envflag"
 	"github.com/zfs-csi/zfs-csi/cli/report"
 )
 
 // The manual page, packaging/zfs-csi.8, is written from the command table
-// and the daemon's flag set (TestTheManualPageIsWrittenFromTheFlagTables
+// and the units' flag sets (TestTheManualPageIsWrittenFromTheFlagTables
 // compares them, and -update rewrites it), so its COMMANDS, OPTIONS and
 // ENVIRONMENT cannot drift from what the binary takes.
 
@@ -124,36 +123,31 @@ func writeManPage(out io.Writer) {
 	fmt.Fprintln(out, ".SH OPTIONS")
 	fmt.Fprintln(out, "The daemon's options; each command lists its own with")
 	fmt.Fprintln(out, ".BR \"zfs-csi \\fIcommand\\fB \\-h\" .")
-	var environment [][2]string
-	daemon.Flags().VisitAll(func(f *flag.Flag) {
-		text, variable, _ := envflag.UsageVariable(f.Usage)
-		if variable != "" {
-			environment = append(environment, [2]string{variable, f.Name})
-		}
-		argument := ""
-		if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); !isBool {
-			argument = " " + `\fI` + "value" + `\fR`
-		}
-		fmt.Fprintf(out, ".TP\n.BR \\-\\-%s%s\n%s", roffEscape(f.Name), argument, roffEscape(upperFirst(text)))
-		if f.DefValue != "" && f.DefValue != "[]" && f.DefValue != "false" && f.Name != "node-id" {
-			fmt.Fprintf(out, " (default: %s)", roffEscape(f.DefValue))
-		}
-		fmt.Fprintln(out, ".")
-	})
+	environment := map[string][]string{}
+	writeManOptions(out, "", environment)
+	fmt.Fprintln(out, ".SS nomad-bridge")
+	fmt.Fprintln(out, "The options of")
+	fmt.Fprintln(out, ".BR \"zfs-csi nomad-bridge\" ,")
+	fmt.Fprintln(out, "which")
+	fmt.Fprintln(out, ".B zfs-csi-nomad.service")
+	fmt.Fprintln(out, "runs on a Nomad client with the same configuration file.")
+	writeManOptions(out, "nomad-bridge", environment)
 
 	fmt.Fprintln(out, ".SH ENVIRONMENT")
-	slices.SortFunc(environment, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
-	for _, entry := range environment {
-		fmt.Fprintf(out, ".TP\n.B %s\nSets\n.BR \\-\\-%s .\n", roffEscape(entry[0]), roffEscape(entry[1]))
+	for _, variable := range operatorVariables {
+		environment[variable[0]] = []string{upperFirst(variable[1]) + "."}
 	}
-	fmt.Fprintln(out, ".TP\n.B ZFS_CSI_CONFIG\nThe configuration file the operator commands read, instead of /etc/default/zfs\\-csi or /etc/sysconfig/zfs\\-csi.")
+	variables := slices.Sorted(maps.Keys(environment))
+	for _, variable := range variables {
+		fmt.Fprintf(out, ".TP\n.B %s\n%s\n", roffEscape(variable), strings.Join(environment[variable], "\n"))
+	}
 
 	fmt.Fprintln(out, ".SH EXIT STATUS")
 	for _, status := range [][2]string{
 		{"0", "Success; the daemon stopped on SIGTERM or SIGINT."},
 		{"1", "The command failed (the message says why); for doctor, it found problems."},
-		{fmt.Sprint(report.DoctorCouldNotLook), "doctor could not look (ZFS or the mount table could not be read); any command: the command line names no command zfs-csi has."},
-		{fmt.Sprint(ctl.ExitUsage), "An operator command (ctl, doctor and the reports) was given a wrong command line: the message says what, and -h lists the flags."},
+		{fmt.Sprint(report.DoctorCouldNotLook), "doctor could not look (ZFS or the mount table could not be read)."},
+		{fmt.Sprint(ctl.ExitUsage), "A wrong command line: a command zfs-csi does not have, or an operator command (ctl, doctor and the reports) given a flag, value or argument it does not take. The message says what, and -h lists the flags."},
 		{fmt.Sprint(envflag.ExitConfig), "A setting does not parse or make sense (the message names it): the unit does not restart the daemon for it."},
 	} {
 		fmt.Fprintf(out, ".TP\n.B %s\n%s\n", status[0], roffEscape(status[1]))
@@ -164,6 +158,32 @@ func writeManPage(out io.Writer) {
 		fmt.Fprintf(out, ".TP\n.B %s\n%s.\n", roffEscape(example[0]), roffEscape(upperFirst(example[1])))
 	}
 	fmt.Fprint(out, manFooter)
+}
+
+// writeManOptions writes the options of command ("" for the daemon) and
+// adds to environment, by variable, the lines that say what it sets.
+func writeManOptions(out io.Writer, command string, environment map[string][]string) {
+	for _, s := range unitSettings(command) {
+		argument := ""
+		if !s.boolean {
+			argument = " " + `\fI` + "value" + `\fR`
+		}
+		fmt.Fprintf(out, ".TP\n.BR \\-\\-%s%s\n%s", roffEscape(s.flag), argument, roffEscape(upperFirst(s.meaning)))
+		if s.defaultValue != "" && s.defaultValue != "false" {
+			fmt.Fprintf(out, " (default: %s)", roffEscape(s.defaultValue))
+		}
+		fmt.Fprintln(out, ".")
+		if s.allowed != "" {
+			fmt.Fprintf(out, "Allowed: %s.\n", roffEscape(s.allowed))
+		}
+		if s.variable != "" {
+			sets := "Sets\n.BR \\-\\-" + roffEscape(s.flag)
+			if command != "" {
+				sets += " \" of " + command + "\""
+			}
+			environment[s.variable] = append(environment[s.variable], sets+" .")
+		}
+	}
 }
 
 func upperFirst(text string) string {

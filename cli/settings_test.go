@@ -212,7 +212,7 @@ func TestEveryVariableIsKnown(t *testing.T) {
 	// commands read them from the daemon's configuration file, so the
 	// daemon and the bridge must not refuse them.
 	bridge, _ := nomadbridge.Flags()
-	known := slices.Concat(envflag.FlagVariables(daemon.Flags()), envflag.FlagVariables(bridge), operatorVariables)
+	known := slices.Concat(envflag.FlagVariables(daemon.Flags()), envflag.FlagVariables(bridge), operatorVariableNames())
 	variable := regexp.MustCompile(`\[(ZFS_CSI_[A-Z0-9_]+)`)
 	for _, command := range commands() {
 		if command.run == nil {
@@ -228,19 +228,63 @@ func TestEveryVariableIsKnown(t *testing.T) {
 	}
 }
 
-func TestTheConfigurationPageListsEverySetting(t *testing.T) {
-	page, err := os.ReadFile("../docs/configuration.md")
+func TestTheConfigurationPageIsWrittenFromTheFlagTables(t *testing.T) {
+	const path = "../docs/configuration.md"
+	committed, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	page, err := withSettingsTables(string(committed))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		committed = []byte(page)
+	}
+	if string(committed) != page {
+		t.Fatalf("%s's settings tables are not what the flag tables say: go test ./cli -run ConfigurationPage -update rewrites them", path)
+	}
+	// Every flag and variable of both units has its row, with the rule's
+	// words: a table that lost one fails here even if regenerated wrongly.
 	for _, command := range []string{"", "nomad-bridge"} {
-		flags, _ := settingsOf(command)
+		flags, rules := settingsOf(command)
+		begin, end := tableMarkers(map[string]string{"": "zfs-csi"}[command] + command)
+		_, table, _ := strings.Cut(string(committed), begin)
+		table, _, _ = strings.Cut(table, end)
 		flags.VisitAll(func(f *flag.Flag) {
 			_, variable, _ := envflag.UsageVariable(f.Usage)
-			row := regexp.MustCompile("(?m)^\\|[^\\n]*`--" + regexp.QuoteMeta(f.Name) + "`[^\\n]*`" + regexp.QuoteMeta(variable) + "`")
-			if !row.Match(page) {
-				t.Errorf("docs/configuration.md has no table row for zfs-csi %s --%s (%s)", command, f.Name, variable)
+			row := regexp.MustCompile("(?m)^\\| `--" + regexp.QuoteMeta(f.Name) + "` \\| `" + regexp.QuoteMeta(variable) + "`[^\\n]*$")
+			line := row.FindString(table)
+			if line == "" {
+				t.Errorf("%s has no row for zfs-csi %s --%s (%s)", path, command, f.Name, variable)
+				return
+			}
+			for _, rule := range rules {
+				if rule.Flag == f.Name && !strings.Contains(line, markdownCell(rule.Allowed)) {
+					t.Errorf("%s: the row of --%s does not say what is allowed (%q)", path, f.Name, rule.Allowed)
+				}
 			}
 		})
 	}
+}
+
+func TestTheManualPageNamesEveryVariable(t *testing.T) {
+	var page bytes.Buffer
+	writeManPage(&page)
+	environment := page.String()[strings.Index(page.String(), ".SH ENVIRONMENT"):strings.Index(page.String(), ".SH EXIT STATUS")]
+	bridge, _ := nomadbridge.Flags()
+	for _, variable := range slices.Concat(envflag.FlagVariables(daemon.Flags()), envflag.FlagVariables(bridge), operatorVariableNames()) {
+		if !strings.Contains(environment, ".B "+strings.ReplaceAll(variable, "-", `\-`)+"\n") {
+			t.Errorf("the manual page's ENVIRONMENT lacks %s", variable)
+		}
+	}
+	options := page.String()[strings.Index(page.String(), ".SH OPTIONS"):strings.Index(page.String(), ".SH ENVIRONMENT")]
+	bridge.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(options[strings.Index(options, ".SS nomad-bridge"):], ".BR \\-\\-"+strings.ReplaceAll(f.Name, "-", `\-`)) {
+			t.Errorf("the manual page's nomad-bridge options lack --%s", f.Name)
+		}
+	})
 }

@@ -100,7 +100,7 @@ func declareFlags(opts *options) (flags *flag.FlagSet, flagRules []envflag.Rule,
 	flags.StringVar(&opts.nomadDataDir, "nomad-data-dir", node.DefaultNomadDataDir, "the Nomad client's data_dir: staging and target paths may lie below it [ZFS_CSI_NOMAD_DATA_DIR]")
 	allowPaths := &envflag.List{}
 	flags.Var(allowPaths, "allow-paths", "another directory staging and target paths may lie below, besides kubelet's and Nomad's; repeat for several [ZFS_CSI_ALLOW_PATHS, comma-separated]")
-	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM [ZFS_CSI_STOP_TIMEOUT]")
+	flags.DurationVar(&opts.stopTimeout, "stop-timeout", 30*time.Second, "how long calls under way may finish on SIGTERM; keep it below the unit's TimeoutStopSec=45s [ZFS_CSI_STOP_TIMEOUT]")
 	peerRules, completePeer := declarePeerFlags(flags, &opts.peer)
 	operatorRules := declareOperatorFlags(flags, &opts.AllowMoves, &opts.operatorSocket)
 	flagRules = slices.Concat(driverRules, settingRules(opts), peerRules, operatorRules)

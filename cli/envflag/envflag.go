@@ -51,8 +51,8 @@ func DeclareDriverConfig(flags *flag.FlagSet, cfg *rules.Config) (flagRules []Ru
 	hostname, _ := os.Hostname()
 	parents := &List{}
 	flags.StringVar(&cfg.DriverName, "driver-name", "zfs.csi.dev", "CSI driver name [ZFS_CSI_DRIVER_NAME]")
-	flags.StringVar(&cfg.NodeID, "node-id", hostname, "this node's ID (default: the hostname) [ZFS_CSI_NODE_ID]")
-	flags.Var(parents, "parent-dataset", "dataset volumes are created under; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
+	flags.StringVar(&cfg.NodeID, "node-id", hostname, "this node's ID, unique in the cluster: the first part of every volume ID and the value of the topology key <driver-name>/node; after a change only unpublish and unstage still serve the volumes made before [ZFS_CSI_NODE_ID]")
+	flags.Var(parents, "parent-dataset", "dataset volumes are created under, which must exist; repeat for several, the first is the default [ZFS_CSI_PARENT_DATASETS, comma-separated]")
 	flagRules = []Rule{
 		{Flag: "driver-name", Check: DriverName},
 		{Flag: "node-id", Check: Check{Allowed: "1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit", Test: func(value any) error {
@@ -97,5 +97,5 @@ func refused(err error) error {
 
 // Endpoint registers --endpoint, the daemon's socket.
 func Endpoint(flags *flag.FlagSet, endpoint *string) {
-	flags.StringVar(endpoint, "endpoint", "unix:///run/zfs-csi/csi.sock", "CSI unix socket [CSI_ENDPOINT]")
+	flags.StringVar(endpoint, "endpoint", "unix:///run/zfs-csi/csi.sock", "the daemon's CSI unix socket (mode 0600; a stale one is removed) [CSI_ENDPOINT]")
 }
