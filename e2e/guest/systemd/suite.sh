@@ -130,12 +130,16 @@ step_config_error_stops() {
 	STEP_NOTE="ExecMainStatus=78, no restart; fixed and active again"
 }
 
-# bad_setting_stops UNIT VARIABLE VALUE: with VARIABLE=VALUE in the
+# bad_setting_stops UNIT VARIABLE VALUE [SAYS]: with VARIABLE=VALUE in the
 # configuration file, UNIT fails before it starts anything, with one line
-# that names the variable and its line in the file, and systemd does not
-# restart it (RestartPreventExitStatus=78): no loop.
+# that names the variable and its line in the file (and SAYS, when given),
+# and systemd does not restart it (RestartPreventExitStatus=78): no loop.
 bad_setting_stops() {
-	local unit="$1" variable="$2" value="$3" rc=0
+	local unit="$1" variable="$2" value="$3" says="${4:-}" rc=0
+	local named="variable $variable \"$value\" ($DEFAULTS:"
+	if [[ -n $says ]]; then
+		named="variable $variable ($DEFAULTS:"
+	fi
 	set_option "$variable" "$value"
 	systemctl reset-failed "$unit" 2>/dev/null
 	systemctl restart "$unit" 2>&1 | sed 's/^/    /'
@@ -148,7 +152,8 @@ bad_setting_stops() {
 		check "$unit: exit status 78" [ "$(systemctl show -p ExecMainStatus --value "$unit")" = 78 ] &&
 		check "$unit: NRestarts=0" [ "$(systemctl show -p NRestarts --value "$unit")" = 0 ] &&
 		check "$unit: the status shows the line naming $variable at $DEFAULTS" \
-			grep -qF "variable $variable \"$value\" ($DEFAULTS:" <(systemctl status "$unit" --no-pager -l) || rc=1
+			grep -qF "$named" <(systemctl status "$unit" --no-pager -l) &&
+		check "$unit: the line says \"$says\"" grep -qF "$says" <(systemctl status "$unit" --no-pager -l) || rc=1
 	# The setting goes back either way: the steps after this one need the
 	# daemon serving.
 	set_option "$variable" -
@@ -158,9 +163,12 @@ bad_setting_stops() {
 step_bad_setting_no_restart_loop() {
 	bad_setting_stops "$UNIT" ZFS_CSI_REAP_INTERVAL 0s || return 1
 	bad_setting_stops zfs-csi-nomad.service ZFS_CSI_NOMAD_JOB "" || return 1
+	# A misspelt name is no setting either unit reads: both refuse it.
+	bad_setting_stops "$UNIT" ZFS_CSI_METRICS_ADRESS 127.0.0.1:9820 "did you mean ZFS_CSI_METRICS_ADDRESS?" || return 1
+	bad_setting_stops zfs-csi-nomad.service ZFS_CSI_METRICS_ADRESS 127.0.0.1:9820 "did you mean ZFS_CSI_METRICS_ADDRESS?" || return 1
 	systemctl reset-failed zfs-csi-nomad.service
 	check "the daemon restarts once fixed" systemctl restart "$UNIT" || return 1
-	STEP_NOTE="both units failed with 78, NRestarts=0, the status naming the variable and its line"
+	STEP_NOTE="both units failed with 78, NRestarts=0, the status naming the variable and its line, for a bad value and a misspelt name"
 }
 
 step_sanity() {
