@@ -145,6 +145,9 @@ func staticPVBlock(doc string) (string, error) {
 func makeDataset(t *testing.T, ds, file, content string) {
 	t.Helper()
 	dir := t.TempDir()
+	// Released, the dataset is mounted here again, its mountpoint given
+	// back: unmounted before the directory goes (cleanups run last first).
+	t.Cleanup(func() { _, _ = run("umount", dir) })
 	must(t, "zfs", "create", "-o", "refquota=256M", "-o", "mountpoint="+dir, ds)
 	must(t, "sh", "-c", `printf %s "$2" > "$1" && sync`, "sh", dir+"/"+file, content)
 	must(t, "zfs", "unmount", ds)
