@@ -122,13 +122,15 @@ cp_stop() {
 	# || true: under set -e a killed child's status (143) would become the
 	# script's own, hiding the run's verdict.
 	for pid in "${CP_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${CP_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 	# An apiserver whose etcd went first can outlive its TERM (one held
-	# port 6443 four minutes after its run ended): give 20 s, then KILL.
+	# port 6443 four minutes after its run ended, and a wait for it kept
+	# make from returning for ten): give 20 s, then KILL, and only then
+	# wait, which reaps it.
 	local deadline=$((SECONDS + 20))
 	for pid in "${CP_PIDS[@]}"; do
 		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
 		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
 	done
 	CP_PIDS=()
 }
