@@ -10,23 +10,18 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 
-	"github.com/zfs-csi/zfs-csi/zfs"
 	"github.com/zfs-csi/zfs-csi/zfs/zfstest"
 )
 
-// moveUnderKills is one move as the operator runs it: a round while the
-// workload writes, the last writes, then the final round. The fake of the
-// node killNode names dies after kill commands; killed says whether it did.
+// moveUnderKills is the two nodes of a move whose daemons a test kills
+// (zfstest.Fake.CrashAfter) and starts again (restart).
 type moveUnderKills struct {
 	h    *harness
 	peer *peerNode
 }
 
 func newMoveUnderKills(t *testing.T) *moveUnderKills {
-	h := newHarness(t)
-	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	h.server.UseTransfers(peer)
-	allowMoves(h, peer)
+	h, peer := newMovePair(t)
 	return &moveUnderKills{h: h, peer: peer}
 }
 

@@ -33,10 +33,7 @@ func requestsMade(peer *peerNode) int {
 }
 
 func TestAStaleRoundSnapshotNeverStandsForTheFinalRound(t *testing.T) {
-	h := newHarness(t)
-	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	h.server.UseTransfers(peer)
-	allowMoves(h, peer)
+	h, peer := newMovePair(t)
 	ctx := context.Background()
 	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
 		t.Fatalf("round 1: %v, want ABORTED", err)
@@ -116,10 +113,7 @@ func TestAMoveNeedsMovesAllowedWhereItArrivesAndWhereItLeaves(t *testing.T) {
 }
 
 func TestTheFinalRoundWaitsForTheWorkloadToStop(t *testing.T) {
-	h := newHarness(t)
-	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	h.server.UseTransfers(peer)
-	allowMoves(h, peer)
+	h, peer := newMovePair(t)
 	mounted := true
 	peer.server.UseHost(func(dataset string, _ ...string) (bool, error) { return mounted && dataset == "tank/csi/src", nil }, nil)
 	ctx := context.Background()
@@ -265,10 +259,7 @@ func TestAPullWhoseSourceWentMidwayLeavesNothingReceived(t *testing.T) {
 }
 
 func TestAMoveCutAfterItsSourceWentIsFinishedByTheRetry(t *testing.T) {
-	h := newHarness(t)
-	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	h.server.UseTransfers(peer)
-	allowMoves(h, peer)
+	h, peer := newMovePair(t)
 	ctx := context.Background()
 	// The final round arrives, the source's node deletes the source, and
 	// the daemon dies before the rename that makes the volume.
@@ -292,10 +283,7 @@ func TestAMoveCutAfterItsSourceWentIsFinishedByTheRetry(t *testing.T) {
 }
 
 func TestAFinalRoundAfterAnEarlierTrysCutRoundStartsItsOwnAnew(t *testing.T) {
-	h := newHarness(t)
-	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	h.server.UseTransfers(peer)
-	allowMoves(h, peer)
+	h, peer := newMovePair(t)
 	ctx := context.Background()
 	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
 		t.Fatalf("round 1: %v", err)
@@ -353,10 +341,7 @@ func TestACopyOfAnEncryptedSnapshotOnAnotherNodeArrivesRawAndEncrypted(t *testin
 }
 
 func TestARoundWhoseGUIDIsNotTheOneTheSourceTookIsRefused(t *testing.T) {
-	h := newHarness(t)
-	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
-	h.server.UseTransfers(peer)
-	allowMoves(h, peer)
+	h, peer := newMovePair(t)
 	ctx := context.Background()
 	if _, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false); code(err) != codes.Aborted {
 		t.Fatalf("round 1: %v", err)

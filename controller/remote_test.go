@@ -397,11 +397,19 @@ func allowMoves(h *harness, peer *peerNode) {
 	h.server.cfg.AllowMoves, peer.server.cfg.AllowMoves = true, true
 }
 
-func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
+// newMovePair is node-a pulling from node-b, both of whose operators
+// allow moves.
+func newMovePair(t *testing.T) (*harness, *peerNode) {
+	t.Helper()
 	h := newHarness(t)
 	peer := newPeerNode(t, h.props, zfs.CreateOptions{})
 	h.server.UseTransfers(peer)
 	allowMoves(h, peer)
+	return h, peer
+}
+
+func TestAMoveIsRoundsWhileInUseAndAFinalOneThatDeletesTheSource(t *testing.T) {
+	h, peer := newMovePair(t)
 	ctx := context.Background()
 	for round := 1; round <= 2; round++ {
 		_, err := h.server.MoveVolume(ctx, volumeSourceRequest("pvc-m", ""), false)
