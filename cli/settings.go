@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/zfs-csi/zfs-csi/cli/daemon"
@@ -22,6 +21,7 @@ type setting struct {
 	list           bool // the variable is comma-separated, the flag repeated
 	boolean        bool
 	defaultValue   string // "" when the flag has none
+	computed       bool   // defaultValue is said in words: the daemon computes it where it runs
 	allowed        string
 	meaning        string
 }
@@ -47,8 +47,7 @@ func describeSettings(flags *flag.FlagSet, rules []envflag.Rule) []setting {
 		case f.DefValue == "[]", f.DefValue == "":
 			s.defaultValue = ""
 		case f.DefValue == hostname && hostname != "":
-			// The default is computed where the daemon runs.
-			s.defaultValue = "the host name"
+			s.defaultValue, s.computed = "the host name", true
 		}
 		for _, rule := range rules {
 			if rule.Flag == f.Name {
@@ -94,7 +93,7 @@ func writeSettingsTable(out io.Writer, settings []setting) {
 		}
 		defaultValue := "—"
 		switch {
-		case s.defaultValue == "the host name":
+		case s.computed:
 			defaultValue = s.defaultValue
 		case s.defaultValue != "":
 			defaultValue = "`" + s.defaultValue + "`"
@@ -104,20 +103,16 @@ func writeSettingsTable(out io.Writer, settings []setting) {
 	}
 }
 
-// settingsTables are the tables docs/configuration.md holds between its
-// markers, by the command whose flags each lists.
-func settingsTables() map[string]string {
-	tables := map[string]string{}
-	for _, command := range []string{"zfs-csi", "nomad-bridge"} {
-		var table strings.Builder
-		writeSettingsTable(&table, unitSettings(strings.TrimPrefix(command, "zfs-csi")))
-		tables[command] = table.String()
-	}
-	return tables
-}
+// unitCommands are the commands systemd runs, as unitSettings names them
+// ("" for the daemon).
+var unitCommands = []string{"", "nomad-bridge"}
 
-// Markers around a generated table in docs/configuration.md.
+// tableMarkers are the lines around command's generated table in
+// docs/configuration.md.
 func tableMarkers(command string) (begin, end string) {
+	if command == "" {
+		command = "zfs-csi"
+	}
 	return "<!-- " + command + " settings: written by go test ./cli -run ConfigurationPage -update -->\n",
 		"<!-- end of " + command + " settings -->\n"
 }
@@ -125,20 +120,16 @@ func tableMarkers(command string) (begin, end string) {
 // withSettingsTables gives page with every generated table replaced by
 // what the flag sets say now; a page without a table's markers is an error.
 func withSettingsTables(page string) (string, error) {
-	tables := settingsTables()
-	commands := make([]string, 0, len(tables))
-	for command := range tables {
-		commands = append(commands, command)
-	}
-	slices.Sort(commands)
-	for _, command := range commands {
+	for _, command := range unitCommands {
 		begin, end := tableMarkers(command)
 		before, rest, ok := strings.Cut(page, begin)
 		_, after, ok2 := strings.Cut(rest, end)
 		if !ok || !ok2 {
 			return "", fmt.Errorf("no %q … %q markers", strings.TrimSpace(begin), strings.TrimSpace(end))
 		}
-		page = before + begin + tables[command] + end + after
+		var table strings.Builder
+		writeSettingsTable(&table, unitSettings(command))
+		page = before + begin + table.String() + end + after
 	}
 	return page, nil
 }

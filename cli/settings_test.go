@@ -249,9 +249,9 @@ func TestTheConfigurationPageIsWrittenFromTheFlagTables(t *testing.T) {
 	}
 	// Every flag and variable of both units has its row, with the rule's
 	// words: a table that lost one fails here even if regenerated wrongly.
-	for _, command := range []string{"", "nomad-bridge"} {
+	for _, command := range unitCommands {
 		flags, rules := settingsOf(command)
-		begin, end := tableMarkers(map[string]string{"": "zfs-csi"}[command] + command)
+		begin, end := tableMarkers(command)
 		_, table, _ := strings.Cut(string(committed), begin)
 		table, _, _ = strings.Cut(table, end)
 		flags.VisitAll(func(f *flag.Flag) {
