@@ -21,6 +21,27 @@ step() {
 	return "$rc"
 }
 
+# go_test_timeout prints the -test.timeout for a Go test binary started now:
+# what is left of this boot's deadline (the host's E2E_TIMEOUT, which
+# run.sh writes to $SHARE/guest-deadline and counts from qemu's start) less
+# GUEST_RESULTS_MARGIN seconds for the summary and logs to be written. A test
+# that outruns it panics with its goroutines and the host still gets the
+# results, instead of qemu being killed mid-write; a fixed figure here would
+# cut a run short that the host gave more time, or let qemu be killed first.
+GUEST_RESULTS_MARGIN=240
+go_test_timeout() {
+	local deadline up
+	deadline="$(cat "$SHARE/guest-deadline" 2>/dev/null)"
+	if [[ ! $deadline =~ ^[0-9]+$ ]]; then
+		fail "no guest deadline in $SHARE/guest-deadline (run.sh writes it)" >&2
+		return 1
+	fi
+	up="$(cut -d. -f1 "${GUEST_UPTIME_FILE:-/proc/uptime}")"
+	local left=$((deadline - up - GUEST_RESULTS_MARGIN))
+	((left >= 60)) || left=60
+	echo "${left}s"
+}
+
 # wait_for DEADLINE_SECONDS DESCRIPTION CMD... polls CMD every 0.2 s until it
 # succeeds or the deadline passes. Status 2 from CMD means "will never succeed".
 wait_for() {

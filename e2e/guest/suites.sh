@@ -10,10 +10,6 @@ PARENT_DATASET=$POOL/csi
 SANITY_VOLUME_SIZE=$((64 << 20))         # small: thick zvols reserve their full size
 SANITY_VOLUME_EXPAND_SIZE=$((128 << 20))
 SANITY_FILES=$GUEST_DIR/sanity # YAML parameter files for csi-sanity
-# Below the host's guest deadline (E2E_TIMEOUT, 60 min) minus the sanity runs,
-# so a stuck Go test panics with its goroutines instead of the guest being killed.
-E2E_GO_TEST_TIMEOUT=52m
-
 # Spec-name regexps that csi-sanity skips, each with the reason. Every skip of
 # the harness lives here, so the list shrinks visibly as the driver grows.
 SANITY_SKIP=(
@@ -68,9 +64,10 @@ sanity_run() {
 # e2e_tests runs the Go e2e test binary; the tests start their own drivers on
 # their own sockets and parent datasets under the pool.
 e2e_tests() {
-	local log="$RESULTS/e2e-test.log"
+	local log="$RESULTS/e2e-test.log" timeout
+	timeout="$(go_test_timeout)" || return 1
 	(cd /tmp && ZFS_CSI_BINARY="$SHARE/zfs-csi" ZFS_CSI_E2E_POOL="$POOL" \
-		"$SHARE/e2e.test" -test.v -test.timeout="$E2E_GO_TEST_TIMEOUT" -test.run="$(cat "$SHARE/go-test-run" 2>/dev/null)") 2>&1 | tee "$log"
+		"$SHARE/e2e.test" -test.v -test.timeout="$timeout" -test.run="$(cat "$SHARE/go-test-run" 2>/dev/null)") 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	STEP_NOTE="$(grep -c -- '^--- PASS' "$log") passed, $(grep -c -- '^--- FAIL' "$log") failed, $(grep -c -- '^--- SKIP' "$log") skipped (top level)"
 	# The failed tests' names, so that the last lines of a run say which.

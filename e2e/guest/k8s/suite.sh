@@ -207,9 +207,10 @@ step_scenarios() {
 	# only: k8s.test's other tests are unit tests of the suite's helpers that
 	# make test runs on the host, some reading the repository's files (first
 	# run after conformance: three failed on missing docs and testdata).
-	local run
+	local run timeout
 	run="$(scenarios_asked)"
-	local args=(-test.v -test.timeout 90m -test.run "${run:-^TestCluster\$}")
+	timeout="$(go_test_timeout)" || return 1
+	local args=(-test.v -test.timeout "$timeout" -test.run "${run:-^TestCluster\$}")
 	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart-src" ZFS_CSI_E2E_CHART_VALUES="$K8S/helm-values.yaml" ZFS_CSI_E2E_HELM="$K8S/helm" ZFS_CSI_E2E_KUBECTL="$K8S/kubectl" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_NODE="$PEER_NODE" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" \
 		ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" ZFS_CSI_E2E_RESULTS="$RESULTS" \

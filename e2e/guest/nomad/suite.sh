@@ -214,7 +214,9 @@ nodes_ready() {
 }
 
 step_scenarios() {
-	local args=(-test.v -test.timeout 170m)
+	local timeout
+	timeout="$(go_test_timeout)" || return 1
+	local args=(-test.v -test.timeout "$timeout")
 	[[ -s $NOMAD/go-test-run ]] && args+=(-test.run "$(cat "$NOMAD/go-test-run")")
 	(cd "$WORK" && NOMAD_TOKEN="$(cat "$MANAGEMENT_TOKEN_FILE")" ZFS_CSI_E2E_NOMAD_SPECS="$NOMAD/specs" ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER=node-b \
 		ZFS_CSI_E2E_PEER_ADDRESS=192.168.77.2 ZFS_CSI_E2E_PEER_CERTS="$PEER_DIR" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_PEER_RESULTS="$SHARE/results/b" \

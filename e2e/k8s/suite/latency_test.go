@@ -138,8 +138,10 @@ func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.D
 
 // deleteAll deletes the pods and the claims of these names (each pod uses
 // the claim of its name), all at once, and waits for the claims' PVs to go:
-// 3 minutes and 15 s more per PV, as kubelet tears down a batch of pods one
-// after another on a TCG node before any PV can go.
+// 3 minutes and 45 s more per PV, as kubelet tears down a batch of pods one
+// after another on a TCG node before any PV can go (v1.37.2's kubelet
+// unpublished 20 ext4 claims at about two a minute, 11 min in all; 15 s a PV
+// had been enough on v1.34.4's).
 func (e *env) deleteAll(t *testing.T, names []string) {
 	t.Helper()
 	pvs := map[string]bool{}
@@ -154,7 +156,11 @@ func (e *env) deleteAll(t *testing.T, names []string) {
 			t.Error(err)
 		}
 	}
-	timeout := 3*time.Minute + time.Duration(len(pvs))*15*time.Second
+	timeout := 3*time.Minute + time.Duration(len(pvs))*45*time.Second
+	start, n := time.Now(), len(pvs)
+	defer func() {
+		t.Logf("%d PVs gone %s after their claims were deleted", n-len(pvs), time.Since(start).Round(time.Second))
+	}()
 	e2eutil.Eventually(t, timeout, fmt.Sprintf("%d PVs to go", len(pvs)), func() (bool, error) {
 		for pv := range pvs {
 			if _, err := e.cs.CoreV1().PersistentVolumes().Get(ctx(), pv, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
