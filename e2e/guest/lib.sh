@@ -23,7 +23,8 @@ step() {
 
 # go_test_timeout prints the -test.timeout for a Go test binary started now:
 # what is left of this boot's deadline (the host's E2E_TIMEOUT, which
-# run.sh writes to $SHARE/guest-deadline and counts from qemu's start) less
+# run.sh writes to $SHARE/guest-deadline; the host counts it from qemu's
+# start, the kernel's uptime from a few seconds later) less
 # GUEST_RESULTS_MARGIN seconds for the summary and logs to be written. A test
 # that outruns it panics with its goroutines and the host still gets the
 # results, instead of qemu being killed mid-write; a fixed figure here would
