@@ -225,6 +225,9 @@ func (e *env) listerOutput(t *testing.T, name string) string {
 		if err != nil {
 			return false, err
 		}
+		if e.restartIfNeverStarted(t, p) {
+			return false, fmt.Errorf("pod %s made again", name)
+		}
 		phase = p.Status.Phase
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, fmt.Errorf("phase %s; %s", phase, e.events(name))
 	})

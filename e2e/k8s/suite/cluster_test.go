@@ -125,7 +125,8 @@ func (e *env) pvc(t *testing.T, name, sc, size string, mode corev1.PersistentVol
 // pod starts a busybox pod using claim at /data (Filesystem) or /dev/xvda
 // (Block) that runs script with sh -c, on the node whose ZFS the scenarios
 // read (the cluster has two). Never restarted: a failing write shows as a
-// failed pod.
+// failed pod (a container the runtime could not start is made again:
+// restartIfNeverStarted).
 func (e *env) pod(t *testing.T, name, claim string, block bool, script string) {
 	t.Helper()
 	e.podOn(t, map[string]string{"kubernetes.io/hostname": e.node}, name, claim, block, script)
@@ -174,6 +175,9 @@ func (e *env) finished(t *testing.T, name string, timeout time.Duration) string 
 		if err != nil {
 			return false, err
 		}
+		if e.restartIfNeverStarted(t, p) {
+			return false, fmt.Errorf("pod %s made again", name)
+		}
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, fmt.Errorf("phase %s; %s", p.Status.Phase, e.events(name))
 	})
 	msg := ""
@@ -195,6 +199,9 @@ func (e *env) running(t *testing.T, name string, timeout time.Duration) *corev1.
 		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
+		}
+		if e.restartIfNeverStarted(t, p) {
+			return false, fmt.Errorf("pod %s made again", name)
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			t.Fatalf("pod %s ended (%s) instead of running; events: %s", name, p.Status.Phase, e.events(name))
