@@ -139,7 +139,9 @@ boot_guest() {
 	log "booting the ZFS $ZFS_VERSION guest${name:+ $name} (TCG, deadline ${E2E_TIMEOUT} s)"
 	set +e
 	# sed -u strips the serial console's CRs and prefixes lines without buffering.
-	timeout -k 10 "$E2E_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 |
+	# --foreground: without it timeout takes a process group of its own, and
+	# an interrupted make (Ctrl-C, a TERM to its group) left qemu running.
+	timeout --foreground -k 10 "$E2E_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 |
 		sed -u 's/\r//g' | tee "$console" | sed -u "s/^/$prefix/"
 	local rc=${PIPESTATUS[0]}
 	set -e
