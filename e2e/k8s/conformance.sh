@@ -15,14 +15,15 @@
 # YAML and phase.
 #
 # Environment: K8S_CONFORMANCE_DRIVERS (the YAMLs, default "dataset ext4 xfs
-# block"), K8S_CONFORMANCE_PROCS (parallel ginkgo processes, default 4),
+# block", and "group" from Kubernetes 1.35, whose e2e.test can name a group
+# snapshot class), K8S_CONFORMANCE_PROCS (parallel ginkgo processes, default 4),
 # K8S_CONFORMANCE_FOCUS (a further ginkgo --focus, for a quick look; the
 # serial phase also requires [Serial] after it), K8S_CONFORMANCE_PHASES
 # (default "parallel serial"; "serial" runs the [Serial] tests alone).
 
 CONF_SRC="$K8S_DIR/conformance"
 CONF_OUT="$E2E_OUT/conformance"
-CONF_DRIVERS="${K8S_CONFORMANCE_DRIVERS:-dataset ext4 xfs block}"
+CONF_DRIVERS="${K8S_CONFORMANCE_DRIVERS:-dataset ext4 xfs block$( (($(k8s_minor) >= 35)) && echo " group")}"
 CONF_PROCS="${K8S_CONFORMANCE_PROCS:-4}"
 CONF_PHASES="${K8S_CONFORMANCE_PHASES:-parallel serial}"
 # What guest a waits for the host's run, in seconds: the run's own deadline
@@ -177,6 +178,7 @@ conf_run() {
 	done >"$CONF_OUT/capacities.log") &
 	local driver skip only focus
 	for driver in $CONF_DRIVERS; do
+		[[ $driver != group ]] || conf_group_policies || return 1
 		skip="$(conf_skips "$driver" skip)"
 		only="$(conf_skips "$driver" only)"
 		focus="External.Storage.*${only:+($only)}.*${K8S_CONFORMANCE_FOCUS:+($K8S_CONFORMANCE_FOCUS)}"
@@ -188,6 +190,24 @@ conf_run() {
 		fi
 	done
 	touch "$RESULTS/conformance-done"
+}
+
+# conf_group_policies applies what group.yaml needs before its run: the
+# shipped policy that labels a group's contents with their node, and the
+# harness's that labels the suite's group snapshot classes with node a, both
+# under the cluster's MutatingAdmissionPolicy version. e2e.test before 1.35
+# cannot name a group snapshot class, and would skip every group test.
+conf_group_policies() {
+	local minor api f
+	minor="$(k8s_minor)" && api="$(k8s_mutating_policy_api)" || return 1
+	if ((minor < 35)); then
+		log "conformance: group.yaml needs e2e.test 1.35 or later (its external driver reads GroupSnapshotClass), not $K8S_VERSION"
+		return 1
+	fi
+	for f in "$REPO/packaging/kubernetes/groupsnapshots/80-group-content-node.yaml" "$CONF_SRC/group-class-node.yaml"; do
+		sed "s#^apiVersion: admissionregistration.k8s.io/v1\$#apiVersion: $api#" "$f" |
+			"$K8S_BIN/kubectl" --kubeconfig="$SHARE/k8s/pki/admin.kubeconfig" apply -f - >&2 || return 1
+	done
 }
 
 conf_summary() {
