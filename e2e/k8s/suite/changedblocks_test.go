@@ -221,12 +221,9 @@ func (e *env) listerOutput(t *testing.T, name string) string {
 	t.Helper()
 	var phase corev1.PodPhase
 	e2eutil.Eventually(t, 5*time.Minute, "pod "+name+" to finish", func() (bool, error) {
-		p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
+		p, err := e.currentPod(t, name)
 		if err != nil {
 			return false, err
-		}
-		if e.restartIfNeverStarted(t, p) {
-			return false, fmt.Errorf("pod %s made again", name)
 		}
 		phase = p.Status.Phase
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, fmt.Errorf("phase %s; %s", phase, e.events(name))

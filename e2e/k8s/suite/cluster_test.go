@@ -171,12 +171,8 @@ func (e *env) finished(t *testing.T, name string, timeout time.Duration) string 
 	var p *corev1.Pod
 	e2eutil.Eventually(t, timeout, "pod "+name+" to finish", func() (bool, error) {
 		var err error
-		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
-		if err != nil {
+		if p, err = e.currentPod(t, name); err != nil {
 			return false, err
-		}
-		if e.restartIfNeverStarted(t, p) {
-			return false, fmt.Errorf("pod %s made again", name)
 		}
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, fmt.Errorf("phase %s; %s", p.Status.Phase, e.events(name))
 	})
@@ -196,12 +192,8 @@ func (e *env) running(t *testing.T, name string, timeout time.Duration) *corev1.
 	var p *corev1.Pod
 	e2eutil.Eventually(t, timeout, "pod "+name+" to run", func() (bool, error) {
 		var err error
-		p, err = e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
-		if err != nil {
+		if p, err = e.currentPod(t, name); err != nil {
 			return false, err
-		}
-		if e.restartIfNeverStarted(t, p) {
-			return false, fmt.Errorf("pod %s made again", name)
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			t.Fatalf("pod %s ended (%s) instead of running; events: %s", name, p.Status.Phase, e.events(name))

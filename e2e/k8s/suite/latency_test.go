@@ -113,10 +113,10 @@ func (e *env) allRunning(t *testing.T, pods map[string]time.Time, timeout time.D
 		if err == nil {
 			for i := range list.Items {
 				p := &list.Items[i]
-				if _, want := pods[p.Name]; want && seen[p.Name].IsZero() && e.restartIfNeverStarted(t, p) {
+				if _, want := pods[p.Name]; !want || !seen[p.Name].IsZero() || e.restartIfNeverStarted(t, p) {
 					continue
 				}
-				if _, want := pods[p.Name]; want && p.Status.Phase == corev1.PodRunning && seen[p.Name].IsZero() {
+				if p.Status.Phase == corev1.PodRunning {
 					seen[p.Name] = now
 				}
 			}

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -81,4 +82,18 @@ func (e *env) restartIfNeverStarted(t *testing.T, p *corev1.Pod) bool {
 		t.Fatal(err)
 	}
 	return true
+}
+
+// currentPod gets the pod of this name for a wait, and answers an error
+// (keep waiting) when it had to make the pod again.
+func (e *env) currentPod(t *testing.T, name string) (*corev1.Pod, error) {
+	t.Helper()
+	p, err := e.cs.CoreV1().Pods(e.ns).Get(ctx(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if e.restartIfNeverStarted(t, p) {
+		return nil, fmt.Errorf("pod %s made again", name)
+	}
+	return p, nil
 }
