@@ -203,12 +203,33 @@ peer_stop() {
 	fi
 }
 
+# last_heartbeat FILE says what the guest's watch_deadline (guest/lib.sh)
+# last wrote, and how long before now: a guest killed at its deadline whose
+# heartbeat is fresh ran on while something in it hung; one whose heartbeat
+# is old stopped then, guest and share alike (a frozen kernel, or a host that
+# stopped running it).
+last_heartbeat() {
+	local file="$1" up age
+	up="$(cat "$file" 2>/dev/null)"
+	if [[ ! $up =~ ^[0-9]+$ ]]; then
+		echo "it wrote no heartbeat"
+		return
+	fi
+	age=$(($(date +%s) - $(stat -c %Y "$file")))
+	if ((age <= 60)); then
+		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest ran on and something in it hung"
+	else
+		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest, or its share, stopped then"
+	fi
+}
+
 # verdict decides how the run went from qemu's status, the console and the
 # exit-code file, and prints the evidence of a failure.
 verdict() {
 	local qemu_rc="$1" why=""
 	if [[ $qemu_rc -eq 124 || $qemu_rc -eq 137 ]]; then
-		why="guest hung: no power-off within E2E_TIMEOUT=$E2E_TIMEOUT s"
+		why="guest hung: no power-off within E2E_TIMEOUT=$E2E_TIMEOUT s; $(last_heartbeat "$RESULTS/heartbeat")"
+		[[ -f $RESULTS/b/heartbeat ]] && why+="; node-b: $(last_heartbeat "$RESULTS/b/heartbeat")"
 	elif grep -q 'Kernel panic' "$CONSOLE_LOG"; then
 		why="guest kernel panic: $(grep -m1 'Kernel panic' "$CONSOLE_LOG")"
 	elif grep -q 'ZFS-MODULE-MISSING' "$CONSOLE_LOG"; then

@@ -83,6 +83,7 @@ create_pool() {
 main() {
 	mount_basics
 	mkdir -p "$RESULTS"
+	watch_deadline &
 	say "guest up $(cut -d' ' -f1 /proc/uptime) s after kernel start: kernel $(uname -r), $(nproc) CPUs, image $(tr '\n' ' ' </etc/zfs-csi-e2e-image)"
 	loopback_up || { fail "cannot bring the loopback interface up"; finish 2; }
 	start_udev || { fail "systemd-udevd did not start"; finish 2; }

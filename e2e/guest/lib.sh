@@ -43,6 +43,39 @@ go_test_timeout() {
 	echo "${left}s"
 }
 
+# watch_deadline runs in the background beside a guest's suites. Every
+# HEARTBEAT_SECONDS it writes the kernel's uptime to $RESULTS/heartbeat. When
+# the host kills a guest that outlived its deadline, that file tells it what
+# kind of hang it was: its uptime says how far the guest got, and its age
+# (the host's clock: the share is the host's file) says whether the guest ran
+# on to the end while something in it hung, or stopped, guest and share alike.
+# GUEST_WATCH_MARGIN s before the deadline, later than every Go test binary's
+# own -test.timeout, it prints what each process waits in, has the kernel
+# print its blocked tasks, and sends SIGQUIT to the suite's Go test binaries
+# still running: a test whose own timeout never fired still shows its
+# goroutines.
+HEARTBEAT_SECONDS=15
+GUEST_WATCH_MARGIN=120
+watch_deadline() {
+	local deadline up warned=""
+	deadline="$(cat "$SHARE/guest-deadline" 2>/dev/null)"
+	[[ $deadline =~ ^[0-9]+$ ]] || deadline=""
+	while true; do
+		up="$(cut -d. -f1 "${GUEST_UPTIME_FILE:-/proc/uptime}")"
+		echo "$up" >"$RESULTS/heartbeat.new" && mv -f "$RESULTS/heartbeat.new" "$RESULTS/heartbeat"
+		if [[ -n $deadline && -z $warned ]] && ((up >= deadline - GUEST_WATCH_MARGIN)); then
+			warned=1
+			fail "WATCHDOG: ${up} s of a ${deadline} s deadline and the run goes on: what each process waits in, then SIGQUIT to the Go tests"
+			# Every process but the kernel's threads (kthreadd, 2, and its children).
+			ps --ppid 2 -p 2 --deselect -o pid,ppid,stat,etimes,wchan:32,args 2>&1 | sed 's/^/!!! ps: /'
+			echo w >"${GUEST_SYSRQ_FILE:-/proc/sysrq-trigger}" 2>/dev/null
+			# The guest's Go test binaries all live in the share.
+			pkill -QUIT -f "^$SHARE/.*\\.test( |\$)"
+		fi
+		sleep "${HEARTBEAT_SECONDS}"
+	done
+}
+
 # wait_for DEADLINE_SECONDS DESCRIPTION CMD... polls CMD every 0.2 s until it
 # succeeds or the deadline passes. Status 2 from CMD means "will never succeed".
 wait_for() {

@@ -270,6 +270,7 @@ collect_logs() {
 
 main() {
 	mkdir -p "$RESULTS" "$WORK"
+	watch_deadline &
 	local failed=0 s
 	for s in network driver containerd kubelet; do
 		step "$NODE-$s" "step_$s" || { failed=$((failed + 1)); break; }

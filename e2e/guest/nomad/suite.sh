@@ -284,6 +284,7 @@ collect_logs() {
 
 main() {
 	mkdir -p "$RESULTS" "$WORK"
+	watch_deadline &
 	local failed=0 s
 	local steps=(network driver agent client)
 	[[ $ROLE == a ]] && steps=(network driver agent acl client)

@@ -318,6 +318,7 @@ step_rpm() {
 
 main() {
 	mkdir -p "$RESULTS" "$WORK"
+	watch_deadline &
 	local failed=0
 	step boot step_boot || { echo 1 >"$RESULTS/exit-code"; systemctl --no-block poweroff; return; }
 	step readme-install step_readme_install || failed=$((failed + 1))

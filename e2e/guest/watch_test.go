@@ -1,0 +1,133 @@
+package guest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A CI guest once went silent in a restore test for 1,600 s: no Go timeout
+// panic, no kernel message, qemu killed at the deadline, nothing to say
+// which kind of hang it was. lib.sh's watch_deadline runs here with an uptime
+// file the test moves, beside a stand-in Go test binary in the share:
+// heartbeats follow the uptime, and only near the deadline does the
+// stand-in get SIGQUIT, with the processes and the kernel's blocked tasks
+// asked for.
+func TestTheWatchBeatsAndQuitsTheGoTestsNearTheDeadline(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("guest-deadline", "3600\n")
+	write("uptime", "100.52 180.00\n")
+	quit := filepath.Join(dir, "quit")
+	// The stand-in is named as a guest's Go test binary, which all live in
+	// the share; on SIGQUIT it leaves a mark, as Go's runtime leaves its
+	// goroutines.
+	script := `source ./lib.sh
+HEARTBEAT_SECONDS=0.1
+(exec -a "$SHARE/e2e.test" bash -c 'trap "echo quit >\"\$0\"; exit 2" QUIT; while :; do sleep 0.05; done' "$QUIT") &
+watch_deadline`
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "SHARE="+dir, "RESULTS="+dir, "QUIT="+quit,
+		"GUEST_UPTIME_FILE="+filepath.Join(dir, "uptime"), "GUEST_SYSRQ_FILE="+filepath.Join(dir, "sysrq"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// A group of its own, for the cleanup to take the stand-in too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.TrimSpace(string(b))
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s; the watch printed:\n%s", what, out.String())
+			}
+		}
+	}
+
+	waitFor("a heartbeat of uptime 100", func() bool { return read("heartbeat") == "100" })
+	write("uptime", "3479.99 6000.00") // 120 s and a bit before the deadline
+	waitFor("a heartbeat of uptime 3479", func() bool { return read("heartbeat") == "3479" })
+	time.Sleep(300 * time.Millisecond)
+	if read("quit") != "" || read("sysrq") != "" {
+		t.Fatalf("the watch acted 121 s before the deadline: quit %q, sysrq %q", read("quit"), read("sysrq"))
+	}
+	write("uptime", "3480.00 6000.00")
+	waitFor("the stand-in Go test quit", func() bool { return read("quit") == "quit" })
+	if read("sysrq") != "w" {
+		t.Errorf("the kernel was asked for %q, want w (its blocked tasks)", read("sysrq"))
+	}
+	if !strings.Contains(out.String(), "WATCHDOG: 3480 s of a 3600 s deadline") || !strings.Contains(out.String(), "!!! ps: ") {
+		t.Errorf("the watch printed:\n%s\nwant its warning and the processes", out.String())
+	}
+	waitFor("heartbeats after the warning", func() bool { return read("heartbeat") == "3480" })
+}
+
+// run.sh's last_heartbeat, on a guest killed at its deadline: a fresh
+// heartbeat says the guest ran on and something in it hung, an old one that
+// guest and share stopped, none that the watch never ran.
+func TestTheHostTellsAHungTestFromAStoppedGuest(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "heartbeat")
+	say := func() string {
+		t.Helper()
+		out, err := exec.Command("bash", "-c", `source <(sed -n '/^last_heartbeat() {$/,/^}$/p' ../run.sh) && last_heartbeat "$1"`, "bash", file).Output()
+		if err != nil {
+			t.Fatalf("last_heartbeat: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := say(); got != "it wrote no heartbeat" {
+		t.Errorf("no file: %q", got)
+	}
+	if err := os.WriteFile(file, []byte("3412\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := say(); !regexp.MustCompile(`^its last heartbeat \(uptime 3412 s\) came [01] s before the kill: the guest ran on and something in it hung$`).MatchString(got) {
+		t.Errorf("a fresh heartbeat: %q", got)
+	}
+	old := time.Now().Add(-1600 * time.Second)
+	if err := os.Chtimes(file, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if got := say(); !regexp.MustCompile(`came 160[01] s before the kill: the guest, or its share, stopped then$`).MatchString(got) {
+		t.Errorf("a heartbeat 1,600 s old: %q", got)
+	}
+}
+
+// Every entry point of a guest run, init.sh and each systemd-booted suite,
+// starts the watch: a suite without it hangs as silently as before.
+func TestEveryGuestRunStartsTheWatch(t *testing.T) {
+	suites, err := filepath.Glob("*/suite.sh")
+	if err != nil || len(suites) < 3 {
+		t.Fatalf("suites %v (%v): the glob looked in the wrong place", suites, err)
+	}
+	for _, path := range append(suites, "init.sh") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^\twatch_deadline &$`).Match(b) {
+			t.Errorf("%s does not start watch_deadline in the background", path)
+		}
+	}
+}
