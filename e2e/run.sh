@@ -205,9 +205,10 @@ peer_stop() {
 
 # last_heartbeat FILE says what the guest's watch_deadline (guest/lib.sh)
 # last wrote, and how long before now: a guest killed at its deadline whose
-# heartbeat is fresh ran on while something in it hung; one whose heartbeat
-# is old stopped then, guest and share alike (a frozen kernel, or a host that
-# stopped running it).
+# heartbeat is fresh ran on while a test hung, or while nobody read its
+# console (the serial line blocks its writers when the host stops reading);
+# one whose heartbeat is old stopped then, or its share did (a frozen kernel,
+# a 9p server blocked on the host's disk: both silence the console too).
 last_heartbeat() {
 	local file="$1" up age
 	up="$(cat "$file" 2>/dev/null)"
@@ -217,9 +218,9 @@ last_heartbeat() {
 	fi
 	age=$(($(date +%s) - $(stat -c %Y "$file")))
 	if ((age <= 60)); then
-		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest ran on and something in it hung"
+		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest ran on, and a test in it hung or its console was not read"
 	else
-		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest, or its share, stopped then"
+		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest stopped then, or its share did"
 	fi
 }
 

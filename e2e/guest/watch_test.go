@@ -83,8 +83,8 @@ watch_deadline`
 }
 
 // run.sh's last_heartbeat, on a guest killed at its deadline: a fresh
-// heartbeat says the guest ran on and something in it hung, an old one that
-// guest and share stopped, none that the watch never ran.
+// heartbeat says the guest ran on, an old one that it or its share stopped,
+// none that the watch never ran.
 func TestTheHostTellsAHungTestFromAStoppedGuest(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "heartbeat")
@@ -102,14 +102,14 @@ func TestTheHostTellsAHungTestFromAStoppedGuest(t *testing.T) {
 	if err := os.WriteFile(file, []byte("3412\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := say(); !regexp.MustCompile(`^its last heartbeat \(uptime 3412 s\) came [01] s before the kill: the guest ran on and something in it hung$`).MatchString(got) {
+	if got := say(); !regexp.MustCompile(`^its last heartbeat \(uptime 3412 s\) came [01] s before the kill: the guest ran on, and a test in it hung or its console was not read$`).MatchString(got) {
 		t.Errorf("a fresh heartbeat: %q", got)
 	}
 	old := time.Now().Add(-1600 * time.Second)
 	if err := os.Chtimes(file, old, old); err != nil {
 		t.Fatal(err)
 	}
-	if got := say(); !regexp.MustCompile(`came 160[01] s before the kill: the guest, or its share, stopped then$`).MatchString(got) {
+	if got := say(); !regexp.MustCompile(`came 160[01] s before the kill: the guest stopped then, or its share did$`).MatchString(got) {
 		t.Errorf("a heartbeat 1,600 s old: %q", got)
 	}
 }

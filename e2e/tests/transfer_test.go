@@ -193,25 +193,31 @@ func TestARestoreWhoseSenderIsKilledMidStreamResumes(t *testing.T) {
 	if code := status.Code(err); code != codes.Aborted && code != codes.DeadlineExceeded {
 		t.Fatalf("the first call: %v, want ABORTED while the pull runs", err)
 	}
+	// Killed before node-b holds any of the stream, the sender leaves
+	// nothing to resume and node-b rightly starts over: the kill waits for
+	// 16 MiB to have landed. A fixed 2 s after the dataset appeared once
+	// fell before that on a loaded host.
+	incoming := p.parentB + "/_incoming/big-restore"
 	eventually(t, 2*time.Minute, func() string {
-		if !strings.Contains(run(t, "zfs", "list", "-H", "-o", "name", p.parentB+"/_incoming/big-restore"), "big-restore") {
-			return "the pull has not begun receiving"
+		used, _ := strconv.ParseInt(strings.TrimSpace(run(t, "zfs", "get", "-Hp", "-o", "value", "used", incoming)), 10, 64)
+		if used < 16<<20 {
+			return fmt.Sprintf("node-b holds %d bytes of the stream", used)
 		}
 		return ""
 	})
-	time.Sleep(2 * time.Second)
 	p.a.killHard()
 	restored, _, err := restoreOn(t, p.b, req, 10*time.Minute, true)
 	if err != nil {
 		t.Fatalf("restore after the sender's kill: %v", err)
 	}
 	checkCopy(t, p.parentB, restored, mib<<20, mib, want)
+	pulls := logLines(t, p.b, "pulling")
 	resumed := false
-	for _, line := range logLines(t, p.b, "pulling") {
+	for _, line := range pulls {
 		resumed = resumed || line["resumed"] == true
 	}
 	if !resumed {
-		t.Error("node-b's log shows no resumed pull")
+		t.Errorf("node-b's log shows no resumed pull: %v", pulls)
 	}
 }
 
