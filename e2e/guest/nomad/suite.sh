@@ -240,7 +240,7 @@ step_publish() {
 	while [[ ! -e $DONE ]]; do
 		serve_commands "$RESULTS/commands"
 		zfs list -H -t all -o name -r "$POOL" >"$list.tmp" 2>&1 && mv "$list.tmp" "$list"
-		zfs get -Hp -o name,property,value refquota,compression,encryption -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
+		zfs get -Hp -o name,property,value refquota,compression,encryption,used -r "$POOL" >"$props.tmp" 2>&1 && mv "$props.tmp" "$props"
 		# The journal is read every third second: under emulation it is slow.
 		# One read serves the counts and the pull lines.
 		if ((n++ % 3 == 0)); then

@@ -42,7 +42,8 @@ var secretsBlock = fmt.Sprintf("secrets {\n  encryptionPassphrase = %q\n}\n\n", 
 
 // killedMiB is the data of the killed pull: at the ~5 MiB/s the pull makes
 // between two TCG guests it runs for half a minute, long enough for node-b's
-// log (published every third second) to show it started.
+// log (published every third second) to show it started and for 16 MiB of it
+// to land before the kill.
 const killedMiB = 160
 
 // 4d. node-a's daemon (the sender) is killed with SIGKILL while node-b pulls
@@ -80,10 +81,15 @@ func testRestoreAcrossNodesSenderKilled(t *testing.T, e *env) {
 	for killedAfter == 0 {
 		select {
 		case err := <-created:
-			t.Fatalf("the restore ended (%v) before node-b's log showed its pull: nothing was killed", err)
+			t.Fatalf("the restore ended (%v) before node-b's log showed its pull and 16 MiB of it had landed: nothing was killed", err)
 		case <-time.After(time.Second):
 		}
-		if e.peerPullStarts(t) > pullsBefore {
+		// Killed before node-b holds any of the stream, the sender
+		// leaves nothing to resume and node-b rightly starts over: the
+		// kill waits for 16 MiB to have landed, not only for the pull
+		// to have begun (the e2e test's kill 2 s after the start once
+		// fell before any, on a loaded host).
+		if e.peerPullStarts(t) > pullsBefore && e.peerIncomingBytes(t) >= 16<<20 {
 			must(t, "systemctl", "kill", "--signal=SIGKILL", "zfs-csi.service")
 			killedAfter = time.Since(start)
 		}
@@ -293,6 +299,25 @@ func (e *env) peerPullStarts(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(data), `"message":"pulling"`)
+}
+
+// peerIncomingBytes is the most any dataset being received on the peer
+// (under an _incoming parent) uses, from its published `zfs get`.
+func (e *env) peerIncomingBytes(t *testing.T) int64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.peerResults, "zfs-props.txt"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var most int64
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && strings.Contains(f[0], "/_incoming/") && f[1] == "used" {
+			if used, err := strconv.ParseInt(f[2], 10, 64); err == nil && used > most {
+				most = used
+			}
+		}
+	}
+	return most
 }
 
 // staleRoundNonce names the round MoveStaleRound plants: any 16 hex digits.
