@@ -217,11 +217,9 @@ last_heartbeat() {
 		return
 	fi
 	age=$(($(date +%s) - $(stat -c %Y "$file")))
-	if ((age <= 60)); then
-		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest ran on, and a test in it hung or its console was not read"
-	else
-		echo "its last heartbeat (uptime $up s) came ${age} s before the kill: the guest stopped then, or its share did"
-	fi
+	local what="the guest stopped then, or its share did"
+	((age > 60)) || what="the guest ran on, and a test in it hung or its console was not read"
+	echo "its last heartbeat (uptime $up s) came ${age} s before the kill: $what"
 }
 
 # verdict decides how the run went from qemu's status, the console and the

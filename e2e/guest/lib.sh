@@ -21,6 +21,22 @@ step() {
 	return "$rc"
 }
 
+# guest_deadline prints this boot's deadline in seconds, as run.sh wrote it
+# to $SHARE/guest-deadline, or fails saying it has none.
+guest_deadline() {
+	local deadline
+	deadline="$(cat "$SHARE/guest-deadline" 2>/dev/null)"
+	if [[ ! $deadline =~ ^[0-9]+$ ]]; then
+		fail "no guest deadline in $SHARE/guest-deadline (run.sh writes it)" >&2
+		return 1
+	fi
+	echo "$deadline"
+}
+
+# uptime_seconds prints the kernel's uptime in whole seconds
+# (GUEST_UPTIME_FILE stands in for /proc/uptime in the host's tests).
+uptime_seconds() { cut -d. -f1 "${GUEST_UPTIME_FILE:-/proc/uptime}"; }
+
 # go_test_timeout prints the -test.timeout for a Go test binary started now:
 # what is left of this boot's deadline (the host's E2E_TIMEOUT, which
 # run.sh writes to $SHARE/guest-deadline; the host counts it from qemu's
@@ -32,12 +48,8 @@ step() {
 GUEST_RESULTS_MARGIN=240
 go_test_timeout() {
 	local deadline up
-	deadline="$(cat "$SHARE/guest-deadline" 2>/dev/null)"
-	if [[ ! $deadline =~ ^[0-9]+$ ]]; then
-		fail "no guest deadline in $SHARE/guest-deadline (run.sh writes it)" >&2
-		return 1
-	fi
-	up="$(cut -d. -f1 "${GUEST_UPTIME_FILE:-/proc/uptime}")"
+	deadline="$(guest_deadline)" || return 1
+	up="$(uptime_seconds)"
 	local left=$((deadline - up - GUEST_RESULTS_MARGIN))
 	((left >= 60)) || left=60
 	echo "${left}s"
@@ -58,10 +70,9 @@ HEARTBEAT_SECONDS=15
 GUEST_WATCH_MARGIN=120
 watch_deadline() {
 	local deadline up warned=""
-	deadline="$(cat "$SHARE/guest-deadline" 2>/dev/null)"
-	[[ $deadline =~ ^[0-9]+$ ]] || deadline=""
+	deadline="$(guest_deadline 2>/dev/null)"
 	while true; do
-		up="$(cut -d. -f1 "${GUEST_UPTIME_FILE:-/proc/uptime}")"
+		up="$(uptime_seconds)"
 		echo "$up" >"$RESULTS/heartbeat.new" && mv -f "$RESULTS/heartbeat.new" "$RESULTS/heartbeat"
 		if [[ -n $deadline && -z $warned ]] && ((up >= deadline - GUEST_WATCH_MARGIN)); then
 			warned=1

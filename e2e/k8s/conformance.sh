@@ -16,11 +16,11 @@
 #
 # Environment: K8S_CONFORMANCE_DRIVERS (the YAMLs, default "dataset ext4 xfs
 # block", and "group" from Kubernetes 1.35, whose e2e.test can name a group
-# snapshot class), K8S_CONFORMANCE_PROCS (parallel ginkgo processes, default 4; group.yaml
-# runs with one),
-# K8S_CONFORMANCE_FOCUS (a further ginkgo --focus, for a quick look; the
-# serial phase also requires [Serial] after it), K8S_CONFORMANCE_PHASES
-# (default "parallel serial"; "serial" runs the [Serial] tests alone).
+# snapshot class), K8S_CONFORMANCE_PROCS (parallel ginkgo processes, default
+# 4; group.yaml runs with one), K8S_CONFORMANCE_FOCUS (a further ginkgo
+# --focus, for a quick look; the serial phase also requires [Serial] after
+# it), K8S_CONFORMANCE_PHASES (default "parallel serial"; "serial" runs the
+# [Serial] tests alone).
 
 CONF_SRC="$K8S_DIR/conformance"
 CONF_OUT="$E2E_OUT/conformance"

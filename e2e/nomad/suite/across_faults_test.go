@@ -305,14 +305,14 @@ func (e *env) peerPullStarts(t *testing.T) int {
 // (under an _incoming parent) uses, from its published `zfs get`.
 func (e *env) peerIncomingBytes(t *testing.T) int64 {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(e.peerResults, "zfs-props.txt"))
+	props, err := e.peerProps()
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
 	var most int64
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && strings.Contains(f[0], "/_incoming/") && f[1] == "used" {
-			if used, err := strconv.ParseInt(f[2], 10, 64); err == nil && used > most {
+	for _, p := range props {
+		if strings.Contains(p[0], "/_incoming/") && p[1] == "used" {
+			if used, err := strconv.ParseInt(p[2], 10, 64); err == nil && used > most {
 				most = used
 			}
 		}

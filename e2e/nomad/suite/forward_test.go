@@ -114,17 +114,33 @@ func testForwarding(t *testing.T, e *env) {
 	}
 }
 
+// peerProps reads the peer's published `zfs get` (suite.sh's
+// zfs-props.txt): one name, property, value triple a line.
+func (e *env) peerProps() ([][3]string, error) {
+	data, err := os.ReadFile(filepath.Join(e.peerResults, "zfs-props.txt"))
+	if err != nil {
+		return nil, err
+	}
+	var props [][3]string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			props = append(props, [3]string{f[0], f[1], f[2]})
+		}
+	}
+	return props, nil
+}
+
 // peerProperty waits until the peer's published `zfs get` shows value.
 func (e *env) peerProperty(t *testing.T, ds, property, value string) {
 	t.Helper()
 	e2eutil.Eventually(t, time.Minute, fmt.Sprintf("%s=%s on %s's %s", property, value, e.peer, ds), func() (bool, error) {
-		data, err := os.ReadFile(filepath.Join(e.peerResults, "zfs-props.txt"))
+		props, err := e.peerProps()
 		if err != nil {
 			return false, err
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if f := strings.Fields(line); len(f) == 3 && f[0] == ds && f[1] == property {
-				return f[2] == value, fmt.Errorf("%s", f[2])
+		for _, p := range props {
+			if p[0] == ds && p[1] == property {
+				return p[2] == value, fmt.Errorf("%s", p[2])
 			}
 		}
 		return false, fmt.Errorf("%s has no %s", ds, property)
