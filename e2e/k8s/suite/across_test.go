@@ -35,7 +35,7 @@ func testAcrossNodes(t *testing.T, e *env) {
 			})
 			e.pvc(t, src, c.name, "1Gi", c.mode(), "")
 			e.pod(t, src+"-writer", src, c.block, c.writeRandom())
-			written := e.finished(t, src+"-writer", 5*time.Minute)
+			written := e.finished(t, src+"-writer", podWait)
 			e.deletePod(t, src+"-writer")
 			ds := e.dataset(t, e.boundPV(t, src))
 			snap := src + "-snap"
@@ -44,7 +44,7 @@ func testAcrossNodes(t *testing.T, e *env) {
 			e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
 			start := time.Now()
 			e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, restore+"-reader", restore, c.block, c.readRandom())
-			read := e.finished(t, restore+"-reader", 10*time.Minute)
+			read := e.finished(t, restore+"-reader", podWait+pullWait)
 			if read != written || len(written) != 64 {
 				t.Errorf("the restore on %s reads sha256 %q, the source was written with %q", peer, read, written)
 			}

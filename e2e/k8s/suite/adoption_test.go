@@ -76,7 +76,7 @@ func testAdoption(t *testing.T, e *env) {
 				t.Errorf("claim %s is bound to %s, want the docs' PersistentVolume", x.name, pv)
 			}
 			e.pod(t, x.name+"-reader", x.name, false, "set -e; cat /data/"+x.file+" > /dev/termination-log")
-			if got := e.finished(t, x.name+"-reader", 5*time.Minute); got != x.content {
+			if got := e.finished(t, x.name+"-reader", podWait); got != x.content {
 				t.Errorf("the adopted %s reads %q, want %q as the operator wrote it", x.name, got, x.content)
 			}
 			e.deletePod(t, x.name+"-reader")

@@ -95,7 +95,7 @@ func testChangedBlocks(t *testing.T, e *env) {
 		writer, snapshot := fmt.Sprintf("%s-write-%d", claim, i+1), fmt.Sprintf("%s-%c", claim, 'a'+i)
 		made = append(made, "pod/"+writer, "volumesnapshot/"+snapshot)
 		e.pod(t, writer, claim, true, writeExtents(writes))
-		e.finished(t, writer, 5*time.Minute)
+		e.finished(t, writer, podWait)
 		e.deletePod(t, writer)
 		e.snapshot(t, snapshot, claim)
 	}
@@ -220,7 +220,7 @@ func (e *env) listerPod(t *testing.T, name, node, image, serviceIP string, args 
 func (e *env) listerOutput(t *testing.T, name string) string {
 	t.Helper()
 	var phase corev1.PodPhase
-	e2eutil.Eventually(t, 5*time.Minute, "pod "+name+" to finish", func() (bool, error) {
+	e2eutil.Eventually(t, podWait, "pod "+name+" to finish", func() (bool, error) {
 		p, err := e.currentPod(t, name)
 		if err != nil {
 			return false, err

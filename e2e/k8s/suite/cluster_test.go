@@ -163,6 +163,21 @@ func (e *env) podOn(t *testing.T, nodeSelector map[string]string, name, claim st
 	}
 }
 
+// podWait is how long a scenario waits for one of its pods to run or to
+// finish, or for kubelet to act on its volume: scheduling, the driver's
+// stage and publish, the sandbox, the container, the status kubelet reports.
+// On the TCG nodes a v1.37.2 kubelet with a scenario's pods at work took
+// more than 5 minutes for pods whose driver calls took seconds: its /healthz
+// answered in 8-14 s through the apiserver, and an idle node spent 1.7 of
+// its 2 vCPUs on kubelet, containerd, the sidecars and short-lived
+// processes. A pod that never runs still fails its scenario, later.
+const podWait = 10 * time.Minute
+
+// pullWait is added to podWait where the pod's volume first comes from the
+// other node over the peer channel, or the scheduler may try the other node
+// first.
+const pullWait = 5 * time.Minute
+
 // finished waits for a run-to-completion pod and returns its termination
 // message (what the script wrote to /dev/termination-log); a failed pod fails
 // the test with that message and the pod's events.

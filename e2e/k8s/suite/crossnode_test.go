@@ -81,7 +81,7 @@ func testTenantMoveRefused(t *testing.T, e *env) {
 	}
 	e.peerReceivedNothing(t)
 	e.pod(t, src+"-reader", src, c.block, c.read())
-	if got := e.finished(t, src+"-reader", 5*time.Minute); got != token {
+	if got := e.finished(t, src+"-reader", podWait); got != token {
 		t.Errorf("the source reads %q after the refusal, want %q", got, token)
 	}
 	e.deletePod(t, src+"-reader")
@@ -186,7 +186,7 @@ func testCARotation(t *testing.T, e *env) {
 
 	e.pvc(t, first, c.name, "1Gi", c.mode(), "snap:"+snap)
 	e.podOn(t, onPeer, first+"-reader", first, c.block, c.read())
-	if got := e.finished(t, first+"-reader", 10*time.Minute); got != token {
+	if got := e.finished(t, first+"-reader", podWait+pullWait); got != token {
 		t.Fatalf("the restore before the rotation reads %q, want %q", got, token)
 	}
 	open := peerConnections(t)
@@ -223,7 +223,7 @@ func testCARotation(t *testing.T, e *env) {
 	if err := os.WriteFile(peerCA, original, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.finished(t, second+"-reader", 10*time.Minute); got != token {
+	if got := e.finished(t, second+"-reader", podWait+pullWait); got != token {
 		t.Errorf("the restore after the CA came back reads %q, want %q", got, token)
 	}
 	for _, claim := range []string{first, second} {

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -47,7 +46,7 @@ func testEncryption(t *testing.T, e *env) {
 	restore := src + "-restore"
 	e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
 	e.pod(t, restore+"-reader", restore, false, c.read())
-	if got := e.finished(t, restore+"-reader", 5*time.Minute); got != token {
+	if got := e.finished(t, restore+"-reader", podWait); got != token {
 		t.Errorf("the restore holds %q, want %q", got, token)
 	}
 	e.deletePod(t, restore+"-reader")
@@ -72,7 +71,7 @@ func testEncryption(t *testing.T, e *env) {
 		e.pod(t, claim+"-after-unload", claim, false, c.read())
 	}
 	for _, claim := range []string{src, restore} {
-		if got := e.finished(t, claim+"-after-unload", 5*time.Minute); got != token {
+		if got := e.finished(t, claim+"-after-unload", podWait); got != token {
 			t.Errorf("%s after the key was unloaded holds %q, want %q", claim, got, token)
 		}
 	}

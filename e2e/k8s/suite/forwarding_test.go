@@ -38,7 +38,7 @@ func testForwarding(t *testing.T, e *env) {
 	name := "forwarded"
 	e.pvc(t, name, "zfs-dataset", "1Gi", corev1.PersistentVolumeFilesystem, "")
 	e.pod(t, name+"-first", name, false, "echo forwarded > /data/token")
-	e.finished(t, name+"-first", 5*time.Minute)
+	e.finished(t, name+"-first", podWait)
 	e.deletePod(t, name+"-first")
 	pv := e.boundPV(t, name)
 	ds := e.dataset(t, pv)

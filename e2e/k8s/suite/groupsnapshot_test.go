@@ -156,7 +156,7 @@ func testGroupSnapshots(t *testing.T, e *env) {
 	}
 	datasets := map[string]string{}
 	for _, claim := range claims {
-		e.running(t, claim+"-writer", 5*time.Minute)
+		e.running(t, claim+"-writer", podWait)
 		datasets[claim] = e.dataset(t, e.boundPV(t, claim))
 	}
 	group := &unstructured.Unstructured{Object: map[string]any{
@@ -214,7 +214,7 @@ func testGroupSnapshots(t *testing.T, e *env) {
 	}
 	for _, claim := range claims {
 		restore := claim + "-restore"
-		if got := e.finished(t, restore+"-reader", 5*time.Minute); got != "token-of-"+claim {
+		if got := e.finished(t, restore+"-reader", podWait); got != "token-of-"+claim {
 			t.Errorf("%s, restored from the group's member %s, holds %q; want token-of-%s", restore, members[claim], got, claim)
 		}
 	}

@@ -164,7 +164,7 @@ func testChart(t *testing.T, e *env) {
 			restore := src + "-restore"
 			e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
 			e.pod(t, restore+"-reader", restore, c.block, c.read())
-			if got := e.finished(t, restore+"-reader", 5*time.Minute); got != token {
+			if got := e.finished(t, restore+"-reader", podWait); got != token {
 				t.Errorf("restored through the chart's classes: %q, want %q", got, token)
 			}
 			e.deletePod(t, restore+"-reader")

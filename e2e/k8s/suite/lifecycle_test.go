@@ -45,13 +45,13 @@ func testSnapshots(t *testing.T, e *env) {
 			readSize := "set -e; cat /data/token > /dev/termination-log; df -P -k /data | tail -n 1 | awk '{print $2}' >> /dev/termination-log"
 			e.pod(t, restore+"-reader", restore, false, readSize)
 			e.pod(t, clone+"-reader", clone, false, c.read())
-			got := strings.Fields(e.finished(t, restore+"-reader", 5*time.Minute))
+			got := strings.Fields(e.finished(t, restore+"-reader", podWait))
 			if len(got) != 2 || got[0] != token {
 				t.Errorf("the restored claim holds %q, want %q and its size", got, token)
 			} else if kib, _ := strconv.ParseInt(got[1], 10, 64); kib*1024 < gib*3/2 {
 				t.Errorf("the pod of the 2Gi restore sees a filesystem of %d KiB: not grown beyond the 1Gi snapshot", kib)
 			}
-			if got := e.finished(t, clone+"-reader", 5*time.Minute); got != token {
+			if got := e.finished(t, clone+"-reader", podWait); got != token {
 				t.Errorf("the clone holds %q, want %q", got, token)
 			}
 			for _, claim := range []string{restore, clone} {
@@ -137,7 +137,7 @@ func testExpansion(t *testing.T, e *env) {
 			name := "grow-" + c.name
 			e.pvc(t, name, c.name, "1Gi", c.mode(), "")
 			e.pod(t, name+"-user", name, c.block, "trap 'exit 0' TERM; while true; do sleep 1; done")
-			p := e.running(t, name+"-user", 5*time.Minute)
+			p := e.running(t, name+"-user", podWait)
 			pv := e.boundPV(t, name)
 			ds := e.dataset(t, pv)
 			before := e.seenSize(t, p, pv, ds, c.block)
@@ -145,7 +145,7 @@ func testExpansion(t *testing.T, e *env) {
 			if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			e2eutil.Eventually(t, 5*time.Minute, "the claim and the pod's volume to grow to 2Gi", func() (bool, error) {
+			e2eutil.Eventually(t, podWait, "the claim and the pod's volume to grow to 2Gi", func() (bool, error) {
 				claim, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx(), name, metav1.GetOptions{})
 				if err != nil {
 					return false, err
@@ -211,7 +211,7 @@ func testDeleteWithSnapshot(t *testing.T, e *env) {
 	restore := name + "-restore"
 	e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
 	e.pod(t, restore+"-reader", restore, false, c.read())
-	if got := e.finished(t, restore+"-reader", 5*time.Minute); got != token {
+	if got := e.finished(t, restore+"-reader", podWait); got != token {
 		t.Errorf("restored from the snapshot of a deleted claim: %q, want %q", got, token)
 	}
 	e.deletePod(t, restore+"-reader")
@@ -246,7 +246,7 @@ func testDaemonRestart(t *testing.T, e *env) {
 	}
 	for _, c := range classes[:2] {
 		name := "busy-" + c.name
-		users = append(users, user{e.running(t, name+"-writer", 5*time.Minute), e.boundPV(t, name)})
+		users = append(users, user{e.running(t, name+"-writer", podWait), e.boundPV(t, name)})
 	}
 	lines := func(u user) int {
 		out, err := run("wc", "-l", mountOf(u.pod, u.pv)+"/log")
@@ -300,7 +300,7 @@ func testNothingLeft(t *testing.T, e *env) {
 		e.node: func() (string, error) { return run("zfs", "list", "-H", "-t", "all", "-o", "name", "-r", e.pool) },
 	}
 	if peer := os.Getenv("ZFS_CSI_E2E_PEER_NODE"); peer != "" {
-		lists[peer] = func() (string, error) { // the peer's own zfs list, published each second
+		lists[peer] = func() (string, error) { // the peer's own zfs list, published every few seconds
 			data, err := os.ReadFile(os.Getenv("ZFS_CSI_E2E_PEER_ZFS"))
 			return string(data), err
 		}
@@ -344,6 +344,6 @@ func (e *env) written(t *testing.T, claim string, c class, token string) {
 	t.Helper()
 	e.pvc(t, claim, c.name, "1Gi", c.mode(), "")
 	e.pod(t, claim+"-writer", claim, c.block, c.write(token))
-	e.finished(t, claim+"-writer", 5*time.Minute)
+	e.finished(t, claim+"-writer", podWait)
 	e.deletePod(t, claim+"-writer")
 }

@@ -60,7 +60,7 @@ func testMove(t *testing.T, e *env) {
 	})
 	e.pvc(t, src, c.name, "1Gi", c.mode(), "")
 	e.pod(t, src+"-writer", src, c.block, c.writeRandom())
-	e.finished(t, src+"-writer", 5*time.Minute)
+	e.finished(t, src+"-writer", podWait)
 	e.deletePod(t, src+"-writer")
 	oldPV := e.boundPV(t, src)
 	ds := e.dataset(t, oldPV)
@@ -80,7 +80,7 @@ func testMove(t *testing.T, e *env) {
 	// The workload writes again after the rounds, then stops: the final
 	// round must bring these writes, not a round an earlier try left.
 	e.pod(t, src+"-late", src, c.block, lateWrite)
-	written := e.finished(t, src+"-late", 5*time.Minute) // both writes' checksum
+	written := e.finished(t, src+"-late", podWait) // both writes' checksum
 	e.deletePod(t, src+"-late")
 	var out string
 	for try := 1; ; try++ {
@@ -129,7 +129,7 @@ func testMove(t *testing.T, e *env) {
 	}
 	e.checkPVNode(t, moved, peer)
 	e.podOn(t, map[string]string{"kubernetes.io/hostname": peer}, moved+"-reader", moved, c.block, lateRead)
-	if read := e.finished(t, moved+"-reader", 5*time.Minute); read != written || len(written) != 64 {
+	if read := e.finished(t, moved+"-reader", podWait); read != written || len(written) != 64 {
 		t.Errorf("the moved volume on %s reads sha256 %q, the source was written with %q (both writes)", peer, read, written)
 	}
 	e.noRoundsLeft(t, ds)
@@ -222,7 +222,7 @@ func (e *env) ctlOn(t *testing.T, node, name string, args ...string) (string, in
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	msg := e.finished(t, name, 10*time.Minute)
+	msg := e.finished(t, name, podWait+pullWait)
 	e.deletePod(t, name)
 	first, rest, _ := strings.Cut(msg, "\n")
 	code, err := strconv.Atoi(strings.TrimPrefix(first, "exit "))

@@ -111,7 +111,7 @@ func (e *env) hostOn(t *testing.T, node, name, command string) (string, int) {
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	msg := e.finished(t, name, 5*time.Minute)
+	msg := e.finished(t, name, podWait)
 	e.deletePod(t, name)
 	first, rest, _ := strings.Cut(msg, "\n")
 	code, err := strconv.Atoi(strings.TrimPrefix(first, "exit "))

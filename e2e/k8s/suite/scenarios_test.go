@@ -160,7 +160,7 @@ func (e *env) nodesWithDaemon(t *testing.T) int32 {
 // ready.
 func (e *env) daemonSetReady(t *testing.T, ns, name string, want int32) {
 	t.Helper()
-	e2eutil.Eventually(t, 5*time.Minute, "DaemonSet "+name+" to be ready", func() (bool, error) {
+	e2eutil.Eventually(t, podWait, "DaemonSet "+name+" to be ready", func() (bool, error) {
 		ds, err := e.cs.AppsV1().DaemonSets(ns).Get(ctx(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -257,7 +257,7 @@ func testVolumes(t *testing.T, e *env) {
 			token := "token-of-" + name
 			e.pvc(t, name, c.name, "1Gi", c.mode(), "")
 			e.pod(t, name+"-writer", name, c.block, c.write(token))
-			e.finished(t, name+"-writer", 5*time.Minute)
+			e.finished(t, name+"-writer", podWait)
 			pv := e.boundPV(t, name)
 			ds := e.dataset(t, pv)
 			e.checkPV(t, pv)
@@ -276,7 +276,7 @@ func testVolumes(t *testing.T, e *env) {
 			}
 			e.deletePod(t, name+"-writer")
 			e.pod(t, name+"-reader", name, c.block, c.read())
-			if got := e.finished(t, name+"-reader", 5*time.Minute); got != token {
+			if got := e.finished(t, name+"-reader", podWait); got != token {
 				t.Errorf("the second pod read %q, want %q", got, token)
 			}
 			e.deletePod(t, name+"-reader")

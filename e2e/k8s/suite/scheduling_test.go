@@ -38,11 +38,11 @@ func testScheduling(t *testing.T, e *env) {
 	onB := "sched-on-b"
 	e.pvc(t, onB, c.name, "1Gi", c.mode(), "")
 	e.podOn(t, map[string]string{"kubernetes.io/hostname": b}, onB+"-writer", onB, false, c.write("token-of-"+onB))
-	e.finished(t, onB+"-writer", 5*time.Minute)
+	e.finished(t, onB+"-writer", podWait)
 	e.deletePod(t, onB+"-writer")
 	e.checkPVNode(t, e.boundPV(t, onB), b)
 	e.podOn(t, nil, onB+"-reader", onB, false, read)
-	if got := e.finished(t, onB+"-reader", 5*time.Minute); got != "token-of-"+onB {
+	if got := e.finished(t, onB+"-reader", podWait); got != "token-of-"+onB {
 		t.Errorf("the second pod of a volume on %s read %q", b, got)
 	}
 	e.onNode(t, onB+"-reader", b)
@@ -62,7 +62,7 @@ func testScheduling(t *testing.T, e *env) {
 	e.podOn(t, nil, restore+"-reader", restore, false, read)
 	start := time.Now()
 	// The claim may be tried on B first and rescheduled: more time.
-	got := e.finished(t, restore+"-reader", 10*time.Minute)
+	got := e.finished(t, restore+"-reader", podWait+pullWait)
 	if got != "token-of-"+onA {
 		t.Errorf("the restore of %s's snapshot read %q", a, got)
 	}
@@ -104,7 +104,7 @@ func testScheduling(t *testing.T, e *env) {
 	big := "sched-too-big-for-a"
 	e.pvc(t, big, c.name, resource.NewQuantity(size, resource.BinarySI).String(), c.mode(), "")
 	e.podOn(t, nil, big+"-writer", big, false, c.write("token-of-"+big))
-	e.finished(t, big+"-writer", 5*time.Minute)
+	e.finished(t, big+"-writer", podWait)
 	e.onNode(t, big+"-writer", b)
 	e.checkPVNode(t, e.boundPV(t, big), b)
 	e.deletePod(t, big+"-writer")
