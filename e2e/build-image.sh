@@ -14,6 +14,8 @@ set -euo pipefail
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=config.sh
 source "$E2E_DIR/config.sh"
+# shellcheck source=traps.sh
+source "$E2E_DIR/traps.sh"
 
 log() { echo "[image] $*" >&2; }
 die() {
@@ -146,7 +148,7 @@ main() {
 	local tmp start=$SECONDS
 	tmp="$(mktemp -d "$E2E_CACHE/.build-zfs-$ZFS_VERSION.XXXXXX")"
 	# --one-file-system: never follow a mount mmdebstrap may have left behind.
-	trap 'rm -rf --one-file-system "$tmp"' EXIT
+	at_exit 'rm -rf --one-file-system "$tmp"'
 	log "building ZFS $ZFS_VERSION guest image in $tmp (about 10 minutes)"
 	build_rootfs "$tmp/rootfs" >&2
 	make_disk "$tmp/rootfs" "$tmp"

@@ -31,6 +31,8 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(dirname "$E2E_DIR")"
 # shellcheck source=config.sh
 source "$E2E_DIR/config.sh"
+# shellcheck source=traps.sh
+source "$E2E_DIR/traps.sh"
 
 OUT="$REPO/out"
 E2E_OUT="$OUT/e2e"
@@ -376,12 +378,12 @@ main() {
 		# shellcheck disable=SC2207
 		GUEST_EXTRA_QEMU=($(peer_link a) $(k8s_node_net a))
 		# Set first: a control plane that fails half-way leaves no etcd behind.
-		trap cp_stop EXIT
+		at_exit cp_stop
 		cp_start "$E2E_OUT/control-plane" "$K8S_BIN" "$SHARE/k8s/pki" || die "the control plane did not start (logs: $E2E_OUT/control-plane)"
 		# k8s_node_net prints qemu arguments, one per word.
 		# shellcheck disable=SC2046
 		peer_start $(k8s_node_net b)
-		trap 'peer_stop; cp_stop' EXIT
+		at_exit 'peer_stop; cp_stop'
 		if [[ ${K8S_CONFORMANCE:-} == 1 ]]; then
 			conf_run &
 			CONF_PID=$!
@@ -398,7 +400,7 @@ main() {
 		# shellcheck disable=SC2207
 		GUEST_EXTRA_QEMU=($(peer_link a))
 		peer_start
-		trap peer_stop EXIT
+		at_exit peer_stop
 		;;
 	*) die "unknown mode '$mode' (e2e, demo, systemd, bench, k8s, nomad or image)" ;;
 	esac

@@ -19,6 +19,8 @@ set -euo pipefail
 K8S_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=config.sh
 source "$K8S_DIR/config.sh"
+# shellcheck source=../traps.sh
+source "$K8S_DIR/../traps.sh"
 
 log() { echo "[k8s-build] $*" >&2; }
 die() {
@@ -89,7 +91,7 @@ main() {
 	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
 	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$K8S_CACHE/.build-$what.XXXXXX")"
-	trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+	at_exit 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"'
 	cp -r "$src" "$tmp/src"
 	chmod -R u+w "$tmp/src"
 	rm -f "$tmp/src/go.work" "$tmp/src/go.work.sum"

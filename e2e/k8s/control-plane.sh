@@ -126,7 +126,7 @@ cp_stop() {
 	# port 6443 four minutes after its run ended, and a wait for it kept
 	# make from returning for ten): give 20 s, then KILL, and only then
 	# wait, which reaps it.
-	local deadline=$((SECONDS + 20))
+	local deadline=$((SECONDS + ${CP_STOP_GRACE:-20}))
 	for pid in "${CP_PIDS[@]}"; do
 		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 1; done
 		kill -KILL "$pid" 2>/dev/null || true

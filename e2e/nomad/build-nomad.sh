@@ -20,6 +20,8 @@ set -euo pipefail
 NOMAD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=config.sh
 source "$NOMAD_DIR/config.sh"
+# shellcheck source=../traps.sh
+source "$NOMAD_DIR/../traps.sh"
 
 log() { echo "[nomad-build] $*" >&2; }
 die() {
@@ -79,7 +81,7 @@ main() {
 	download github.com/hashicorp/nomad/api "$NOMAD_API_VERSION" >/dev/null
 	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$NOMAD_CACHE/.build-nomad.XXXXXX")"
-	trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+	at_exit 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"'
 	cp -r "$src" "$tmp/src"
 	chmod -R u+w "$tmp/src"
 	rm -rf "$tmp/src/vendor"

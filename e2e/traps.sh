@@ -1,0 +1,15 @@
+# shellcheck shell=bash
+# Sourced by the host-side scripts that clean up on exit: at_exit is how each
+# sets its EXIT trap.
+
+# at_exit CMD sets the EXIT trap to run CMD (a string, as trap takes it) with
+# INT, TERM and HUP ignored. An interrupted make signals its whole process
+# group, then sends its child a TERM of its own, which arrives while the trap
+# runs: under set -e it ended the trap half-way, and a run's cleanup left an
+# apiserver that had ignored the first TERM holding port 6443 (cp_stop never
+# reached its KILL).
+at_exit() {
+	# The command is expanded now, on purpose: trap stores it as a string.
+	# shellcheck disable=SC2064
+	trap "trap '' INT TERM HUP; $1" EXIT
+}
