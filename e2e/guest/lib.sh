@@ -34,8 +34,24 @@ guest_deadline() {
 }
 
 # uptime_seconds prints the kernel's uptime in whole seconds
-# (GUEST_UPTIME_FILE stands in for /proc/uptime in the host's tests).
-uptime_seconds() { cut -d. -f1 "${GUEST_UPTIME_FILE:-/proc/uptime}"; }
+# (GUEST_UPTIME_FILE stands in for /proc/uptime in the host's tests). It and
+# pause start no program: the loops that run all through a guest's suites
+# call them, and a loaded TCG node takes a second or more to start one (a
+# mv, a cut and a sleep did in a Kubernetes node's traced minute).
+uptime_seconds() {
+	local up _
+	# A last line without its newline is still read (a test's file).
+	read -r up _ <"${GUEST_UPTIME_FILE:-/proc/uptime}" || [[ -n $up ]] || return 1
+	echo "${up%%.*}"
+}
+
+# pause SECONDS waits as sleep would, in bash itself: a read that times out
+# on a pipe whose write end the shell holds open, so no line ever comes.
+PAUSE_FD=
+pause() {
+	[[ -n $PAUSE_FD ]] || exec {PAUSE_FD}<> <(:)
+	read -r -t "$1" -u "$PAUSE_FD" _ || true
+}
 
 # go_test_timeout prints the -test.timeout for a Go test binary started now:
 # what is left of this boot's deadline (the host's E2E_TIMEOUT, which
@@ -73,7 +89,10 @@ watch_deadline() {
 	deadline="$(guest_deadline 2>/dev/null)"
 	while true; do
 		up="$(uptime_seconds)"
-		echo "$up" >"$RESULTS/heartbeat.new" && mv -f "$RESULTS/heartbeat.new" "$RESULTS/heartbeat"
+		# Written in place: the host reads it once the guest is gone, and a
+		# kill between the truncation and the write is the one way to
+		# leave it empty (a rename would start a mv every time).
+		echo "$up" >"$RESULTS/heartbeat"
 		if [[ -n $deadline && -z $warned ]] && ((up >= deadline - GUEST_WATCH_MARGIN)); then
 			warned=1
 			fail "WATCHDOG: ${up} s of a ${deadline} s deadline and the run goes on: what each process waits in, then SIGQUIT to the Go tests"
@@ -83,7 +102,7 @@ watch_deadline() {
 			# The guest's Go test binaries all live in the share.
 			pkill -QUIT -f "^$SHARE/.*\\.test( |\$)"
 		fi
-		sleep "${HEARTBEAT_SECONDS}"
+		pause "${HEARTBEAT_SECONDS}"
 	done
 }
 
