@@ -148,6 +148,8 @@ main() {
 	local tmp start=$SECONDS
 	tmp="$(mktemp -d "$E2E_CACHE/.build-zfs-$ZFS_VERSION.XXXXXX")"
 	# --one-file-system: never follow a mount mmdebstrap may have left behind.
+	# $tmp is expanded when the trap runs.
+	# shellcheck disable=SC2016
 	at_exit 'rm -rf --one-file-system "$tmp"'
 	log "building ZFS $ZFS_VERSION guest image in $tmp (about 10 minutes)"
 	build_rootfs "$tmp/rootfs" >&2

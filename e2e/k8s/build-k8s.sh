@@ -91,6 +91,8 @@ main() {
 	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
 	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$K8S_CACHE/.build-$what.XXXXXX")"
+	# $tmp is expanded when the trap runs.
+	# shellcheck disable=SC2016
 	at_exit 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"'
 	cp -r "$src" "$tmp/src"
 	chmod -R u+w "$tmp/src"

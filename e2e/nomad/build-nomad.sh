@@ -81,6 +81,8 @@ main() {
 	download github.com/hashicorp/nomad/api "$NOMAD_API_VERSION" >/dev/null
 	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$NOMAD_CACHE/.build-nomad.XXXXXX")"
+	# $tmp is expanded when the trap runs.
+	# shellcheck disable=SC2016
 	at_exit 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"'
 	cp -r "$src" "$tmp/src"
 	chmod -R u+w "$tmp/src"
