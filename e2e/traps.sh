@@ -8,8 +8,17 @@
 # runs: under set -e it ended the trap half-way, and a run's cleanup left an
 # apiserver that had ignored the first TERM holding port 6443 (cp_stop never
 # reached its KILL).
+#
+# INT, TERM and HUP themselves become a plain exit: left to bash's default,
+# it ran the EXIT trap from inside its signal handler, with SIGCHLD blocked,
+# and there a wait for a job that had already ended (seen once, after a TERM
+# to make e2e-k8s's group) blocked for good in wait4 on the one child left,
+# the apiserver that the trap was still to kill.
 at_exit() {
 	# The command is expanded now, on purpose: trap stores it as a string.
 	# shellcheck disable=SC2064
 	trap "trap '' INT TERM HUP; $1" EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	trap 'exit 129' HUP
 }

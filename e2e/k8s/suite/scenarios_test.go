@@ -119,6 +119,7 @@ func (e *env) registered(t *testing.T, before int) {
 func testManifests(t *testing.T, e *env) {
 	must(t, e.kubectl, "apply", "-R", "-f", e.manifests) // with snapshots/: the cluster has the CRDs
 	e.sidecarsReady(t)
+	e.probeLessOften(t)
 }
 
 // sidecarsReady waits for the sidecars' DaemonSet in e.driverNS to be ready,

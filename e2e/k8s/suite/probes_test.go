@@ -1,0 +1,59 @@
+package suite
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
+)
+
+// harnessProbePeriod is how often, once scenario Manifests has seen the
+// shipped readiness probe work at its own period, the sidecars probe for the
+// rest of a run. Each exec probe is a runc exec, the zfs-csi binary, and the
+// daemon's zpool and zfs under it: on these TCG nodes one took 8 to 16 s, and
+// one was running on each node nearly all the time (kubelet's ExecSync: 294
+// on node b in 52 minutes, 3,126 s in all), while node b's idle guest took
+// as much of the host's two cores as node a running the scenarios.
+const harnessProbePeriod = 60
+
+// probeLessOften sets the sidecars' readiness probe period to
+// harnessProbePeriod and waits for the DaemonSet's rollout to finish.
+func (e *env) probeLessOften(t *testing.T) {
+	t.Helper()
+	dss := e.cs.AppsV1().DaemonSets(e.driverNS)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := dss.Get(ctx(), sidecarsDS, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		probes := 0
+		for i := range ds.Spec.Template.Spec.Containers {
+			if p := ds.Spec.Template.Spec.Containers[i].ReadinessProbe; p != nil {
+				p.PeriodSeconds = harnessProbePeriod
+				probes++
+			}
+		}
+		if probes == 0 {
+			return fmt.Errorf("DaemonSet %s has no readiness probe", sidecarsDS)
+		}
+		_, err = dss.Update(ctx(), ds, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := e.nodesWithDaemon(t)
+	e2eutil.Eventually(t, podWait, "the sidecars' rollout with a "+fmt.Sprint(harnessProbePeriod)+" s probe", func() (bool, error) {
+		ds, err := dss.Get(ctx(), sidecarsDS, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		s := ds.Status
+		return s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == want && s.NumberReady == want && s.NumberAvailable == want,
+			fmt.Errorf("generation %d observed %d, updated %d, ready %d, want %d; pods: %s",
+				ds.Generation, s.ObservedGeneration, s.UpdatedNumberScheduled, s.NumberReady, want, e.sidecarPods())
+	})
+}
