@@ -15,7 +15,7 @@
 # to make e2e-k8s's group) blocked for good in wait4 on the one child left,
 # the apiserver that the trap was still to kill.
 at_exit() {
-	# The command is expanded now, on purpose: trap stores it as a string.
+	# $1 goes into the trap's text now; what it names expands when it runs.
 	# shellcheck disable=SC2064
 	trap "trap '' INT TERM HUP; $1" EXIT
 	trap 'exit 130' INT

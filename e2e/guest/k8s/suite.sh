@@ -109,7 +109,7 @@ TOML
 	# TCG each program it starts takes a loaded node a second or more: the
 	# bridge plugin's own masquerading (ipMasq) ran iptables and ip6tables
 	# for every pod, portmap served no pod (none asks for a host port), and
-	# a sandbox took 35 to 55 s. One rule, set here once, masquerades what
+	# a sandbox took 35 to 55 s. Three rules, set here once, masquerade what
 	# the bridge did: the pods' traffic to anywhere but their own subnet and
 	# multicast.
 	iptables -t nat -A POSTROUTING -s "$POD_SUBNET" -d "$POD_SUBNET" -j RETURN &&

@@ -6,8 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // harnessProbePeriod is how often, once scenario Manifests has seen the
@@ -45,15 +43,5 @@ func (e *env) probeLessOften(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := e.nodesWithDaemon(t)
-	e2eutil.Eventually(t, podWait, "the sidecars' rollout with a "+fmt.Sprint(harnessProbePeriod)+" s probe", func() (bool, error) {
-		ds, err := dss.Get(ctx(), sidecarsDS, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		s := ds.Status
-		return s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == want && s.NumberReady == want && s.NumberAvailable == want,
-			fmt.Errorf("generation %d observed %d, updated %d, ready %d, want %d; pods: %s",
-				ds.Generation, s.ObservedGeneration, s.UpdatedNumberScheduled, s.NumberReady, want, e.sidecarPods())
-	})
+	e.daemonSetReady(t, e.driverNS, sidecarsDS, e.nodesWithDaemon(t))
 }

@@ -157,8 +157,8 @@ func (e *env) nodesWithDaemon(t *testing.T) int32 {
 	return int32(len(nodes.Items))
 }
 
-// daemonSetReady waits for want pods of a DaemonSet to be scheduled and
-// ready.
+// daemonSetReady waits for want pods of a DaemonSet, of its current spec
+// (a rollout finished), to be scheduled and ready.
 func (e *env) daemonSetReady(t *testing.T, ns, name string, want int32) {
 	t.Helper()
 	e2eutil.Eventually(t, podWait, "DaemonSet "+name+" to be ready", func() (bool, error) {
@@ -167,8 +167,10 @@ func (e *env) daemonSetReady(t *testing.T, ns, name string, want int32) {
 			return false, err
 		}
 		s := ds.Status
-		return s.DesiredNumberScheduled == want && s.NumberReady == want,
-			fmt.Errorf("desired %d, ready %d, want %d; pods: %s", s.DesiredNumberScheduled, s.NumberReady, want, e.sidecarPods())
+		return s.ObservedGeneration >= ds.Generation && s.DesiredNumberScheduled == want &&
+				s.UpdatedNumberScheduled == want && s.NumberReady == want,
+			fmt.Errorf("generation %d observed %d, desired %d, updated %d, ready %d, want %d; pods: %s",
+				ds.Generation, s.ObservedGeneration, s.DesiredNumberScheduled, s.UpdatedNumberScheduled, s.NumberReady, want, e.sidecarPods())
 	})
 }
 
