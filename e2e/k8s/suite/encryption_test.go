@@ -1,12 +1,15 @@
 package suite
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/zfs-csi/zfs-csi/e2e/e2eutil"
 )
 
 // keySecret is the Secret packaging/kubernetes/encryption/ names, in the
@@ -55,11 +58,14 @@ func testEncryption(t *testing.T, e *env) {
 		t.Errorf("the restore %s has encryption root %s, want its origin's %s (restores share the key)", restoreDS, got, ds)
 	}
 
-	// As after a reboot: nothing mounted, the key unloaded.
+	// As after a reboot: nothing mounted, the key unloaded. A pod is gone
+	// from the API before kubelet unstages its volume (NodeUnstageVolume
+	// comes once no pod on the node uses it), so the unmount is waited for.
 	for _, d := range []string{ds, restoreDS} {
-		if out := must(t, "zfs", "get", "-H", "-o", "value", "mounted", d); strings.TrimSpace(out) != "no" {
-			t.Fatalf("%s is still mounted with no pod using it: %s", d, out)
-		}
+		e2eutil.Eventually(t, podWait, d+" to be unmounted with no pod using it", func() (bool, error) {
+			out, err := run("zfs", "get", "-H", "-o", "value", "mounted", d)
+			return err == nil && strings.TrimSpace(out) == "no", fmt.Errorf("mounted: %q (%v)", strings.TrimSpace(out), err)
+		})
 	}
 	must(t, "zfs", "unload-key", ds)
 	for _, d := range []string{ds, restoreDS} {
