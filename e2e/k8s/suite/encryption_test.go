@@ -38,15 +38,22 @@ func testEncryption(t *testing.T, e *env) {
 	})
 	c := class{"zfs-encrypted", false}
 	src := "encrypted"
+	snap, restore := src+"-snap", src+"-restore"
 	token := "token-of-" + src
+	t.Cleanup(func() {
+		// After a failure half-way. The provisioner reads the key's Secret
+		// to delete these volumes, and the cleanup above deletes it: this
+		// one (run first) waits for the volumes to go.
+		e.removeQuietly([]string{src + "-writer", restore + "-reader", src + "-after-unload", restore + "-after-unload"},
+			[]string{restore}, snap, src)
+		e.volumesGoneQuietly([]string{src, restore}, podWait)
+	})
 	e.written(t, src, c, token)
 	ds := e.dataset(t, e.boundPV(t, src))
 	if got := e.props(t, ds, "encryption", "keystatus", "encryptionroot"); got[0] != "aes-256-gcm" || got[1] != "available" || got[2] != ds {
 		t.Errorf("%s: encryption, keystatus, encryptionroot = %v; want aes-256-gcm, available, itself", ds, got)
 	}
-	snap := src + "-snap"
 	e.snapshot(t, snap, src)
-	restore := src + "-restore"
 	e.pvc(t, restore, c.name, "1Gi", c.mode(), "snap:"+snap)
 	e.pod(t, restore+"-reader", restore, false, c.read())
 	if got := e.finished(t, restore+"-reader", podWait); got != token {

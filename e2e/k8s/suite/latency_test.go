@@ -204,6 +204,23 @@ func (e *env) removeQuietly(pods, restores []string, snapshot, source string) {
 	_ = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), source, metav1.DeleteOptions{})
 }
 
+// volumesGoneQuietly waits, without failing, until no PV is bound to the
+// claims named, or until the timeout: for a cleanup whose next step removes
+// something their deletion needs.
+func (e *env) volumesGoneQuietly(claims []string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		pvs, err := e.cs.CoreV1().PersistentVolumes().List(ctx(), metav1.ListOptions{})
+		if err == nil && !slices.ContainsFunc(pvs.Items, func(pv corev1.PersistentVolume) bool {
+			ref := pv.Spec.ClaimRef
+			return ref != nil && ref.Namespace == e.ns && slices.Contains(claims, ref.Name)
+		}) {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
 // allReady waits for the VolumeSnapshots to be readyToUse and returns when
 // each was first seen ready.
 func (e *env) allReady(t *testing.T, snaps map[string]time.Time, timeout time.Duration) map[string]time.Time {
