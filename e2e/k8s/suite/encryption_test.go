@@ -65,15 +65,8 @@ func testEncryption(t *testing.T, e *env) {
 		t.Errorf("the restore %s has encryption root %s, want its origin's %s (restores share the key)", restoreDS, got, ds)
 	}
 
-	// As after a reboot: nothing mounted, the key unloaded. A pod is gone
-	// from the API before kubelet unstages its volume (NodeUnstageVolume
-	// comes once no pod on the node uses it), so the unmount is waited for.
-	for _, d := range []string{ds, restoreDS} {
-		e2eutil.Eventually(t, podWait, d+" to be unmounted with no pod using it", func() (bool, error) {
-			out, err := run("zfs", "get", "-H", "-o", "value", "mounted", d)
-			return err == nil && strings.TrimSpace(out) == "no", fmt.Errorf("mounted: %q (%v)", strings.TrimSpace(out), err)
-		})
-	}
+	// As after a reboot: nothing mounted, the key unloaded.
+	unstaged(t, ds, restoreDS)
 	must(t, "zfs", "unload-key", ds)
 	for _, d := range []string{ds, restoreDS} {
 		if got := e.props(t, d, "keystatus")[0]; got != "unavailable" {
@@ -101,4 +94,18 @@ func testEncryption(t *testing.T, e *env) {
 	e.deleteSnapshot(t, snap)
 	e.deletePVC(t, src, "")
 	e.reaped(t, ds)
+}
+
+// unstaged waits for the datasets to be unmounted. A pod is gone from the
+// API before kubelet unstages its volume (NodeUnstageVolume comes once no
+// pod on the node uses it), so reading `mounted` once after a pod's
+// deletion races kubelet.
+func unstaged(t *testing.T, datasets ...string) {
+	t.Helper()
+	for _, d := range datasets {
+		e2eutil.Eventually(t, podWait, d+" to be unmounted with no pod using it", func() (bool, error) {
+			out, err := run("zfs", "get", "-H", "-o", "value", "mounted", d)
+			return err == nil && strings.TrimSpace(out) == "no", fmt.Errorf("mounted: %q (%v)", strings.TrimSpace(out), err)
+		})
+	}
 }
