@@ -211,7 +211,9 @@ const reapCommandTimeout = 2 * time.Minute
 // destroy never goes further than the driver's own volume.
 func (s *Server) reapOne(ctx context.Context, name string, snapshot bool, options zfs.DestroyOptions) error {
 	dataset, _, _ := strings.Cut(name, "@")
-	release, err := s.inflight.Acquire(datasetLock(dataset))
+	// Busy: the holder (a DeleteSnapshot that has just freed this volume,
+	// say) wakes the reaper when it lets go.
+	release, err := s.inflight.AcquireOrWake(s.reap, datasetLock(dataset))
 	if err != nil {
 		if snapshot {
 			s.watch.add(dataset) // busy: the next pass looks again

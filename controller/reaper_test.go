@@ -362,6 +362,53 @@ func TestTheReaperSweepsAtStartAndPassesWhenWoken(t *testing.T) {
 	}
 }
 
+// A pass that finds a volume busy (a DeleteSnapshot that has just freed it
+// still holds it, say) skips it; the reaper must then pass again as soon as
+// the holder lets go, not an interval later.
+func TestTheReaperPassesAgainWhenAVolumeItSkippedIsReleased(t *testing.T) {
+	h := newHarness(t)
+	held := h.create(createRequest("held", 1<<30, mountCapability("")))
+	snapshot := h.snapshot("s", held.GetVolumeId())
+	h.deleteVolume(held.GetVolumeId())
+	dataset := datasetOf(t, held.GetVolumeId())
+	name, _, err := h.server.snapshotName(snapshot.GetSnapshotId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := h.server.inflight.Acquire(datasetLock(dataset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.fake.Destroy(context.Background(), name, zfs.DestroyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.server.reap: // what the calls above asked for is not under test
+	default:
+	}
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !h.fake.Exists(dataset) {
+		t.Fatal("a pass destroyed a volume another call holds")
+	}
+	if len(h.server.reap) != 0 {
+		t.Fatal("the reaper was woken while the volume was still held")
+	}
+	release()
+	select {
+	case <-h.server.reap:
+	default:
+		t.Fatal("releasing the volume a pass skipped did not wake the reaper")
+	}
+	if err := h.server.Reap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.fake.Exists(dataset) {
+		t.Fatal("the pass after the release left the volume")
+	}
+}
+
 func waitFor(t *testing.T, what string, done func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
