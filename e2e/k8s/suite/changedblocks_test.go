@@ -213,6 +213,7 @@ func (e *env) listerPod(t *testing.T, name, node, image, serviceIP string, args 
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error { return e.cs.CoreV1().Pods(e.ns).Delete(ctx(), p.Name, metav1.DeleteOptions{}) })
 }
 
 // listerOutput waits for a lister pod to end and returns its log; a failed

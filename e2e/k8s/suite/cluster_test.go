@@ -120,6 +120,22 @@ func (e *env) pvc(t *testing.T, name, sc, size string, mode corev1.PersistentVol
 	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx(), c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error {
+		return e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx(), name, metav1.DeleteOptions{})
+	})
+}
+
+// removedIfFailed deletes, without waiting or failing, what a test made
+// when that test fails before its own checked deletion: so one failed
+// scenario leaves nothing for NothingLeft to report under its name.
+// Cleanups run last made first: pods, then claims made from a snapshot,
+// then the snapshot, then its source.
+func (e *env) removedIfFailed(t *testing.T, remove func() error) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = remove()
+		}
+	})
 }
 
 // pod starts a busybox pod using claim at /data (Filesystem) or /dev/xvda
@@ -161,6 +177,7 @@ func (e *env) podOn(t *testing.T, nodeSelector map[string]string, name, claim st
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error { return e.cs.CoreV1().Pods(e.ns).Delete(ctx(), name, metav1.DeleteOptions{}) })
 }
 
 // podWait is how long a scenario waits for one of its pods to run or to

@@ -172,6 +172,9 @@ func testGroupSnapshots(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error {
+		return e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Delete(ctx(), "group-1", metav1.DeleteOptions{})
+	})
 	start := time.Now()
 	e2eutil.Eventually(t, 4*time.Minute, "VolumeGroupSnapshot group-1 to be ready", func() (bool, error) {
 		g, err := e.dyn.Resource(groupSnapshotGVR).Namespace(e.ns).Get(ctx(), "group-1", metav1.GetOptions{})

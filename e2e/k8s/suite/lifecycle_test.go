@@ -87,6 +87,9 @@ func (e *env) requestSnapshot(t *testing.T, name, claim string) {
 	if _, err := e.dyn.Resource(snapshotGVR).Namespace(e.ns).Create(ctx(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error {
+		return e.dyn.Resource(snapshotGVR).Namespace(e.ns).Delete(ctx(), name, metav1.DeleteOptions{})
+	})
 }
 
 // snapshotReady waits for a VolumeSnapshot to be ready and returns its

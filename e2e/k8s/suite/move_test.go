@@ -222,6 +222,7 @@ func (e *env) ctlOn(t *testing.T, node, name string, args ...string) (string, in
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error { return e.cs.CoreV1().Pods(e.ns).Delete(ctx(), p.Name, metav1.DeleteOptions{}) })
 	msg := e.finished(t, name, podWait+pullWait)
 	e.deletePod(t, name)
 	first, rest, _ := strings.Cut(msg, "\n")

@@ -111,6 +111,7 @@ func (e *env) hostOn(t *testing.T, node, name, command string) (string, int) {
 	if _, err := e.cs.CoreV1().Pods(e.ns).Create(ctx(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.removedIfFailed(t, func() error { return e.cs.CoreV1().Pods(e.ns).Delete(ctx(), p.Name, metav1.DeleteOptions{}) })
 	msg := e.finished(t, name, podWait)
 	e.deletePod(t, name)
 	first, rest, _ := strings.Cut(msg, "\n")
