@@ -176,11 +176,11 @@ YAML
 	# Container stats every 30 s instead of 10: cAdvisor's housekeeping was
 	# another 14 % of an idle node's kubelet, and no scenario reads them.
 	systemd-run --unit kubelet --property Restart=always \
-		/usr/local/bin/kubelet --config /etc/kubernetes/kubelet.yaml \
+		"$BIN/kubelet" --config /etc/kubernetes/kubelet.yaml \
 		--kubeconfig /etc/kubernetes/kubelet.kubeconfig \
 		--hostname-override "$NODE" --node-ip "$NODE_IP" --v 2 --housekeeping-interval 30s || return 1
 	systemd-run --unit kube-proxy --property Restart=always \
-		/usr/local/bin/kube-proxy --kubeconfig "$KUBECONFIG" --hostname-override "$NODE" \
+		"$BIN/kube-proxy" --kubeconfig "$KUBECONFIG" --hostname-override "$NODE" \
 		--proxy-mode iptables --cluster-cidr 10.88.0.0/16 || return 1
 	wait_for 300 "node $NODE Ready" node_ready "$NODE" || { journalctl -u kubelet --no-pager | tail -40; return 1; }
 	STEP_NOTE="node $NODE Ready ($(kubectl get node "$NODE" -o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}'))"
@@ -294,16 +294,15 @@ collect_logs() {
 	cpu_by_cgroup >"$RESULTS/cpu-by-cgroup.txt" 2>&1
 }
 
-# cpu_by_cgroup prints the CPU seconds each service and pod slice used since
-# boot, most first: on two emulated nodes sharing the host's cores, what one
-# node spends idle the other cannot, and this says where it went.
-cpu_by_cgroup() {
-	local f
-	for f in /sys/fs/cgroup/cpu.stat /sys/fs/cgroup/*/cpu.stat /sys/fs/cgroup/*/*/cpu.stat /sys/fs/cgroup/kubepods*/*/*/cpu.stat; do
-		[[ -r $f ]] || continue
-		awk -v c="${f#/sys/fs/cgroup/}" '$1 == "usage_usec" {printf "%10.1f s  %s\n", $2 / 1e6, c}' "$f"
-	done | sort -rn
-}
+# cpu_by_cgroup prints the CPU seconds each service and pod used since boot,
+# most first: on two emulated nodes sharing the host's cores, what one node
+# spends idle the other cannot, and this says where it went.
+cpu_by_cgroup() (
+	shopt -s nullglob
+	local files=(/sys/fs/cgroup/cpu.stat /sys/fs/cgroup/*/cpu.stat /sys/fs/cgroup/*/*/cpu.stat /sys/fs/cgroup/kubepods*/*/*/cpu.stat)
+	awk '$1 == "usage_usec" {c = FILENAME; sub("^/sys/fs/cgroup/", "", c); printf "%10.1f s  %s\n", $2 / 1e6, c}' \
+		"${files[@]}" | sort -rn
+)
 
 main() {
 	mkdir -p "$RESULTS" "$WORK"
