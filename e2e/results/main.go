@@ -6,8 +6,8 @@
 //	go run ./e2e/results -mode k8s -exit 0 -seconds 2133 -zfs 2.3 -kubernetes v1.34.4 \
 //	    -summary out/e2e-k8s/share/results/summary.txt -summary out/e2e-k8s/share/results/b/summary.txt
 //
-// A row is one suite on one version (the suites table in suites.go) and
-// replaces the row of the same suite and version; it says passed or failed
+// A row is one suite on one version (the suites table in suites.go), run in
+// full or narrowed, and replaces the row of the same three; it says passed or failed
 // and counts the run's steps, scenarios or specs from its summaries, names
 // what failed, and gives the seconds, the date, the commit (git describe
 // --always --dirty) and the command with the variables the reader set. A

@@ -201,6 +201,44 @@ func TestARowReplacesTheOneOfItsSuiteAndVersionAndKeepsTheOthers(t *testing.T) {
 	}
 }
 
+func TestANarrowedRunKeepsTheFullRunsRowAndTheNextFullRunReplacesIt(t *testing.T) {
+	const suite, version = "Kubernetes scenarios (two nodes)", "Kubernetes v1.34.4"
+	full := Row{Suite: suite, Version: version, Verdict: "passed", Passed: 23, Unit: "scenarios", Seconds: 9000, Date: "2026-11-30", Commit: "eee", Command: "make e2e-k8s"}
+	narrowed := full
+	narrowed.Filter, narrowed.Passed, narrowed.Commit, narrowed.Command = "^TestCluster/Chart$", 1, "fff", "E2E_GO_TEST_RUN='^TestCluster/Chart$' make e2e-k8s"
+	updated := []byte(doc)
+	for _, r := range []Row{narrowed, full} {
+		var err error
+		if updated, err = updateTable(updated, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkTable(updated); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(string(updated), "\n")
+	first, end, err := tableRows(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, line := range lines[first:end] {
+		if c := cells(line); c[1] == version {
+			ours = append(ours, c[5]+" "+strings.SplitN(c[2], ",", 2)[0])
+		}
+	}
+	// The doc's own full row (9317488) gave way to the later full run; the
+	// narrowed run sits beside it.
+	want := []string{"eee passed", "fff partial: `^TestCluster/Chart$`; passed"}
+	if !slices.Equal(ours, want) {
+		t.Errorf("rows of %s (commit, result) %q, want %q", version, ours, want)
+	}
+	twice := append(lines[:end:end], lines[first+1])
+	if err := checkTable([]byte(strings.Join(append(twice, lines[end:]...), "\n"))); err == nil {
+		t.Error("a table with the same full row twice passed the check")
+	}
+}
+
 func TestATableTheToolDidNotWriteIsRefused(t *testing.T) {
 	for name, text := range map[string]string{
 		"no markers":        strings.ReplaceAll(doc, beginMarker, ""),

@@ -28,8 +28,30 @@ type Row struct {
 	Command  string   `json:"command"`
 }
 
-// key is what a row replaces: the same suite on the same version.
-func (r Row) key() [2]string { return [2]string{r.Suite, r.Version} }
+// rowKey is what a row replaces: the same suite on the same version, run
+// in full or narrowed. A narrowed run replacing a full one would leave the
+// table without the last run of every scenario, so each keeps its own row.
+type rowKey struct{ suite, version, scope string }
+
+func (r Row) key() rowKey {
+	scope := "full"
+	if r.Filter != "" {
+		scope = "partial"
+	}
+	return rowKey{r.Suite, r.Version, scope}
+}
+
+// partialPrefix starts the result cell of a narrowed run's row.
+const partialPrefix = "partial: "
+
+// lineKey is the key of a table line the tool wrote, read from its cells.
+func lineKey(c []string) rowKey {
+	scope := "full"
+	if strings.HasPrefix(c[2], partialPrefix) {
+		scope = "partial"
+	}
+	return rowKey{c[0], c[1], scope}
+}
 
 // newRow makes a row of a tally; exitStatus is run.sh's verdict on the whole
 // run (a hang, a kernel panic, a missing exit code show in no summary line),
@@ -56,7 +78,7 @@ const tableHeader = "| suite | version | result | seconds | date | commit | comm
 // Between these markers docs/testing.md's table is the tool's: a row it
 // does not write (make test's, the bench's) is kept as it is.
 const (
-	beginMarker = "<!-- results table: written by e2e/results when e2e/run.sh ends; one row per suite and version -->"
+	beginMarker = "<!-- results table: written by e2e/results when e2e/run.sh ends; one row per suite, version and scope (full or partial) -->"
 	endMarker   = "<!-- end of results table -->"
 )
 
@@ -68,7 +90,7 @@ const maxFailures = 6
 func (r Row) markdown() string {
 	var result strings.Builder
 	if r.Filter != "" {
-		result.WriteString("partial: " + code(r.Filter) + "; ")
+		result.WriteString(partialPrefix + code(r.Filter) + "; ")
 	}
 	fmt.Fprintf(&result, "%s, %d of %d %s", r.Verdict, r.Passed, r.Passed+r.Failed, r.Unit)
 	if r.Skipped > 0 {
@@ -150,8 +172,7 @@ func tableRows(lines []string) (first, end int, err error) {
 }
 
 // updateTable returns doc with the row in its table: in place of the row of
-// the same suite and version, else after the last row of the same suite,
-// else last.
+// the same key, else after the last row of the same suite, else last.
 func updateTable(doc []byte, row Row) ([]byte, error) {
 	lines := strings.Split(string(doc), "\n")
 	first, end, err := tableRows(lines)
@@ -159,15 +180,15 @@ func updateTable(doc []byte, row Row) ([]byte, error) {
 		return nil, err
 	}
 	line := row.markdown()
-	key := cells(line)[:2]
+	key := lineKey(cells(line))
 	at, replace := end, false
 	for i := first; i < end; i++ {
-		existing := cells(lines[i])
-		if existing[0] == key[0] && existing[1] == key[1] {
+		existing := lineKey(cells(lines[i]))
+		if existing == key {
 			at, replace = i, true
 			break
 		}
-		if existing[0] == key[0] {
+		if existing.suite == key.suite {
 			at = i + 1
 		}
 	}
@@ -192,19 +213,18 @@ func upsertRows(rows []Row, row Row) []Row {
 }
 
 // checkTable says whether doc's results table is one the tool can update:
-// the markers, its header, and one row per suite and version.
+// the markers, its header, and one row per key.
 func checkTable(doc []byte) error {
 	lines := strings.Split(string(bytes.ReplaceAll(doc, []byte("\r\n"), []byte("\n"))), "\n")
 	first, end, err := tableRows(lines)
 	if err != nil {
 		return err
 	}
-	seen := map[[2]string]int{}
+	seen := map[rowKey]int{}
 	for i := first; i < end; i++ {
-		c := cells(lines[i])
-		key := [2]string{c[0], c[1]}
+		key := lineKey(cells(lines[i]))
 		if earlier, ok := seen[key]; ok {
-			return fmt.Errorf("results table lines %d and %d are both %s on %s", earlier+1, i+1, c[0], c[1])
+			return fmt.Errorf("results table lines %d and %d are both the %s %s on %s", earlier+1, i+1, key.scope, key.suite, key.version)
 		}
 		seen[key] = i
 	}
