@@ -110,6 +110,7 @@ k8s_prepare() {
 	echo "$PAUSE_IMAGE" >"$dir/pause-image"
 	echo "$WORKLOAD_IMAGE" >"$dir/workload-image"
 	echo "${E2E_GO_TEST_RUN:-}" >"$dir/go-test-run"
+	echo "${K8S_BENCH:-}" >"$dir/bench"
 	(cd "$K8S_DIR" && go run ./cmd/pki -dir "$dir/pki" -node "$(k8s_node a name),$(k8s_node b name)") || die "cannot make the certificates"
 	# The daemons' peer channel (docs/across-nodes.md): node IDs are the node names.
 	peer_certs "$dir/peer" "$(k8s_node a name)" "$(k8s_node b name)" || die "cannot make the peer channel's certificates"

@@ -103,6 +103,21 @@ func TestAFilteredRunIsPartialAndSaysByWhat(t *testing.T) {
 	}
 }
 
+func TestTheBenchmarkScenariosShowInTheCommandAndNarrowNothing(t *testing.T) {
+	summary := parseSummary(strings.ReplaceAll(k8sSummary, "FAIL", "PASS"))
+	for value, want := range map[string]string{
+		"1": "K8S_BENCH=1 make e2e-k8s",
+		"0": "make e2e-k8s",
+		"":  "make e2e-k8s",
+	} {
+		env := map[string]string{"ZFS_VERSION": "2.3", "K8S_BENCH": value}
+		row := rowsOf(t, runInputs{mode: "k8s", env: env, summary: summary, seconds: 900, versions: versions{zfs: "2.3", kubernetes: "v1.34.4"}})[0]
+		if row.Command != want || row.Filter != "" {
+			t.Errorf("K8S_BENCH=%q: command %q, filter %q; want %q, none", value, row.Command, row.Filter, want)
+		}
+	}
+}
+
 func TestTheZFSVersionIsTheOneTheGuestRan(t *testing.T) {
 	for _, c := range []struct {
 		mode, zfs, summary, want string

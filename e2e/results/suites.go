@@ -117,6 +117,7 @@ var commandEnv = []struct {
 	{name: "ZFS_VERSION", isDefault: func(v string) bool { return v == "2.3" }},
 	{name: "K8S_VERSION", shownIn: []string{"k8s", "k8s-conformance"}},
 	{name: "NOMAD_VERSION", shownIn: []string{"nomad"}},
+	{name: "K8S_BENCH", shownIn: []string{"k8s"}, isDefault: func(v string) bool { return v != "1" }},
 	{name: "K8S_CONFORMANCE_DRIVERS", shownIn: []string{"k8s-conformance"}},
 	{name: "K8S_CONFORMANCE_PROCS", shownIn: []string{"k8s-conformance"}},
 	{

@@ -234,7 +234,7 @@ step_scenarios() {
 	(cd "$WORK" && ZFS_CSI_E2E_MANIFESTS="$K8S/manifests" ZFS_CSI_E2E_CHART="$K8S/chart-src" ZFS_CSI_E2E_CHART_VALUES="$K8S/helm-values.yaml" ZFS_CSI_E2E_HELM="$BIN/helm" ZFS_CSI_E2E_KUBECTL="$BIN/kubectl" \
 		ZFS_CSI_E2E_NODE="$NODE" ZFS_CSI_E2E_PEER_NODE="$PEER_NODE" ZFS_CSI_E2E_PEER_ZFS="$SHARE/results/b/zfs-list.txt" \
 		ZFS_CSI_E2E_POOL="$POOL" ZFS_CSI_E2E_WORKLOAD_IMAGE="$(cat "$K8S/workload-image")" ZFS_CSI_E2E_RESULTS="$RESULTS" \
-		ZFS_CSI_E2E_LISTER_IMAGE="$(cat "$K8S/lister-image")" \
+		ZFS_CSI_E2E_LISTER_IMAGE="$(cat "$K8S/lister-image")" ZFS_CSI_E2E_BENCH="$(cat "$K8S/bench")" \
 		"$BIN/k8s.test" "${args[@]}") 2>&1 | tee "$RESULTS/scenarios.log"
 	local rc=${PIPESTATUS[0]}
 	go_test_summary "$RESULTS/scenarios.log"

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,23 @@ func TestLeftUnder(t *testing.T) {
 	list += "tank/csi/_incoming/pvc-1\ntank/csi/pvc-2@snap\n"
 	if left := leftUnder("tank/csi", list); strings.Join(left, " ") != "tank/csi/_incoming/pvc-1 tank/csi/pvc-2@snap" {
 		t.Errorf("left under tank/csi: %v", left)
+	}
+}
+
+func TestOnlyTheBenchmarksWaitForMakeBenchK8s(t *testing.T) {
+	var benches []string
+	for _, s := range scenarios {
+		if s.bench {
+			benches = append(benches, s.name)
+		}
+		for _, asked := range []string{"", "0", "1"} {
+			why := s.skipReason(asked)
+			if want := s.bench && asked != "1"; (why != "") != want {
+				t.Errorf("%s with %s=%q: skip reason %q, want one: %v", s.name, benchEnv, asked, why, want)
+			}
+		}
+	}
+	if want := []string{"Latency"}; !slices.Equal(benches, want) {
+		t.Errorf("benchmark scenarios %q, want %q", benches, want)
 	}
 }
