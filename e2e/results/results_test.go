@@ -175,27 +175,35 @@ func TestTheUpstreamSuiteWritesARowPerYAMLAndOneForTheScenariosAfterIt(t *testin
 	}
 }
 
-func TestARowReplacesTheOneOfItsSuiteAndVersionAndKeepsTheOthers(t *testing.T) {
-	row := func(suite, version, commit string) Row {
-		return Row{Suite: suite, Version: version, Verdict: "passed", Passed: 1, Unit: "scenarios", Seconds: 60, Date: "2026-11-29", Commit: commit, Command: "make x"}
-	}
-	updated := []byte(doc)
-	for _, r := range []Row{
-		row("Kubernetes scenarios (two nodes)", "Kubernetes v1.34.4", "aaa"),
-		row("Kubernetes scenarios (two nodes)", "Kubernetes v1.37.2", "bbb"),
-		row("Nomad scenarios (two clients, ACLs)", "Nomad v1.6.3", "ccc"),
-		row("Kubernetes scenarios (two nodes)", "Kubernetes v1.37.2", "ddd"),
-	} {
+// withRows is doc with the rows written into its table one after another,
+// its lines, and the index of the table's first row and of its end marker.
+func withRows(t *testing.T, rows ...Row) (updated []byte, lines []string, first, end int) {
+	t.Helper()
+	updated = []byte(doc)
+	for _, r := range rows {
 		var err error
 		if updated, err = updateTable(updated, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lines := strings.Split(string(updated), "\n")
+	lines = strings.Split(string(updated), "\n")
 	first, end, err := tableRows(lines)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return updated, lines, first, end
+}
+
+func TestARowReplacesTheOneOfItsSuiteAndVersionAndKeepsTheOthers(t *testing.T) {
+	row := func(suite, version, commit string) Row {
+		return Row{Suite: suite, Version: version, Verdict: "passed", Passed: 1, Unit: "scenarios", Seconds: 60, Date: "2026-11-29", Commit: commit, Command: "make x"}
+	}
+	updated, lines, first, end := withRows(t,
+		row("Kubernetes scenarios (two nodes)", "Kubernetes v1.34.4", "aaa"),
+		row("Kubernetes scenarios (two nodes)", "Kubernetes v1.37.2", "bbb"),
+		row("Nomad scenarios (two clients, ACLs)", "Nomad v1.6.3", "ccc"),
+		row("Kubernetes scenarios (two nodes)", "Kubernetes v1.37.2", "ddd"),
+	)
 	var keys []string
 	for _, line := range lines[first:end] {
 		c := cells(line)
@@ -221,19 +229,8 @@ func TestANarrowedRunKeepsTheFullRunsRowAndTheNextFullRunReplacesIt(t *testing.T
 	full := Row{Suite: suite, Version: version, Verdict: "passed", Passed: 23, Unit: "scenarios", Seconds: 9000, Date: "2026-11-30", Commit: "eee", Command: "make e2e-k8s"}
 	narrowed := full
 	narrowed.Filter, narrowed.Passed, narrowed.Commit, narrowed.Command = "^TestCluster/Chart$", 1, "fff", "E2E_GO_TEST_RUN='^TestCluster/Chart$' make e2e-k8s"
-	updated := []byte(doc)
-	for _, r := range []Row{narrowed, full} {
-		var err error
-		if updated, err = updateTable(updated, r); err != nil {
-			t.Fatal(err)
-		}
-		if err := checkTable(updated); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lines := strings.Split(string(updated), "\n")
-	first, end, err := tableRows(lines)
-	if err != nil {
+	updated, lines, first, end := withRows(t, narrowed, full)
+	if err := checkTable(updated); err != nil {
 		t.Fatal(err)
 	}
 	var ours []string

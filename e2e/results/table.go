@@ -33,12 +33,14 @@ type Row struct {
 // table without the last run of every scenario, so each keeps its own row.
 type rowKey struct{ suite, version, scope string }
 
-func (r Row) key() rowKey {
-	scope := "full"
-	if r.Filter != "" {
-		scope = "partial"
+func (r Row) key() rowKey { return rowKey{r.Suite, r.Version, scope(r.Filter != "")} }
+
+// scope names a row's run: narrowed by a filter, or whole.
+func scope(narrowed bool) string {
+	if narrowed {
+		return "partial"
 	}
-	return rowKey{r.Suite, r.Version, scope}
+	return "full"
 }
 
 // partialPrefix starts the result cell of a narrowed run's row.
@@ -46,11 +48,7 @@ const partialPrefix = "partial: "
 
 // lineKey is the key of a table line the tool wrote, read from its cells.
 func lineKey(c []string) rowKey {
-	scope := "full"
-	if strings.HasPrefix(c[2], partialPrefix) {
-		scope = "partial"
-	}
-	return rowKey{c[0], c[1], scope}
+	return rowKey{c[0], c[1], scope(strings.HasPrefix(c[2], partialPrefix))}
 }
 
 // newRow makes a row of a tally; exitStatus is run.sh's verdict on the whole
