@@ -31,9 +31,62 @@ CONF_PHASES="${K8S_CONFORMANCE_PHASES:-parallel serial}"
 # is E2E_TIMEOUT.
 CONF_TIMEOUT=$((E2E_TIMEOUT - 1200))
 
+# The images the suite's pods run are named in its sources as imageutils
+# constants, which test/utils/image/manifest.go maps to registry names. Every
+# image the sources of CONF_IMAGE_DIRS name (the External Storage tests and
+# the framework they start pods through) has a stand-in that conf_prepare
+# builds (CONF_IMAGES_BUILT), or is on CONF_IMAGES_UNUSED with the reason no
+# test of a CSI driver runs it. A release that renames an image (1.37's
+# glibc-dns-testing was jessie-dnsutils) stops the run before the guests
+# boot: without a stand-in its pods sat in ImagePullBackOff until each
+# spec's 15-minute wait failed.
+CONF_IMAGE_DIRS="test/e2e/storage/testsuites test/e2e/storage/utils test/e2e/storage/framework test/e2e/storage/external test/e2e/framework/pod test/e2e/framework/volume"
+CONF_IMAGES_BUILT="busybox agnhost pause nginx jessie-dnsutils glibc-dns-testing"
+CONF_IMAGES_UNUSED="volume/nfs:the NFS server of framework/volume, for the in-tree NFS driver
+nfs-provisioner:storage/utils' NFS provisioner, for the in-tree NFS driver"
+
+# conf_unbuilt_images SRC (a k8s.io/kubernetes source tree) prints one line
+# for each image the suite's sources name that has no stand-in and no
+# reason: the image, its constant and where it is named.
+conf_unbuilt_images() {
+	local src="$1" manifest="$1/test/utils/image/manifest.go" dir dirs=()
+	[[ -f $manifest ]] || die "$manifest: no image manifest in the suite's sources"
+	for dir in $CONF_IMAGE_DIRS; do
+		[[ -d $src/$dir ]] || die "$src/$dir: the suite's sources moved; update CONF_IMAGE_DIRS"
+		dirs+=("$src/$dir")
+	done
+	grep -rnoE --include='*.go' 'imageutils\.[A-Z][A-Za-z0-9]*' "${dirs[@]}" |
+		awk -v manifest="$manifest" -v src="$src/" -v built="$CONF_IMAGES_BUILT" -v unused="$CONF_IMAGES_UNUSED" '
+		BEGIN {
+			while ((getline line <manifest) > 0)
+				if (match(line, /configs\[[A-Za-z0-9]+\] = Config\{[^,]+, "[^"]+"/)) {
+					split(substr(line, RSTART, RLENGTH), f, /[][]|"/)
+					image[f[2]] = f[4]
+				}
+			n = split(built, b, " ")
+			for (i = 1; i <= n; i++) ok[b[i]] = 1
+			n = split(unused, u, "\n")
+			for (i = 1; i <= n; i++) { sub(/:.*/, "", u[i]); ok[u[i]] = 1 }
+		}
+		{
+			constant = $0
+			sub(/.*imageutils\./, "", constant)
+			if (!(constant in image) || (image[constant] in ok)) next
+			file = $0
+			sub(/:[0-9]+:.*/, "", file)
+			sub(src, "", file)
+			if (!seen[constant]++) printf "%s (imageutils.%s, named in %s)\n", image[constant], constant, file
+		}'
+}
+
 conf_prepare() {
-	local dir="$1" ref name
+	local dir="$1" ref name src unbuilt
 	CONF_BIN="$("$K8S_DIR/build-k8s.sh" e2e)" || die "cannot build e2e.test $K8S_VERSION"
+	src="$(cd / && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
+	unbuilt="$(conf_unbuilt_images "$src")" || exit 1
+	[[ -z $unbuilt ]] || die "the suite of $K8S_VERSION runs images conformance.sh builds no stand-in for (add a recipe, or the reason no CSI driver's test runs it to CONF_IMAGES_UNUSED):
+$unbuilt"
 	local ociimage="$K8S_CACHE/bin/ociimage" busybox="$K8S_CACHE/bin/busybox" pause="$K8S_CACHE/bin/pause"
 	[[ -x $ociimage && -x $busybox && -x $pause ]] || die "build-images.sh left no ociimage, busybox or pause in $K8S_CACHE/bin"
 	mkdir -p "$K8S_CACHE/images"
@@ -47,9 +100,9 @@ conf_prepare() {
 			case "$name" in
 			# nginx: "volumes should allow exec of files on the volume" runs
 			# only sh in it (first run: ImagePullBackOff without it).
-			# jessie-dnsutils: the multiVolume tests' pods use it and run shell
-			# commands in it (first dataset run: five specs stuck in
-			# ImagePullBackOff without it).
+			# jessie-dnsutils (glibc-dns-testing from 1.37): the multiVolume
+			# tests' pods use it and run shell commands in it (first dataset
+			# run: five specs stuck in ImagePullBackOff without it).
 			busybox | nginx) "$ociimage" -o "$file" -name "$ref" -entrypoint /bin/sh -link-applets "$busybox" "/bin/busybox=$busybox" ;;
 			# The raw block multiVolume tests write with GNU dd's
 			# oflag=nocache, which busybox's dd refuses (first block run:
@@ -57,7 +110,7 @@ conf_prepare() {
 			# the applet, and the host's dash for busybox's sh, which would
 			# run its own dd whatever PATH holds; with the C library and
 			# loader they need. The other commands are busybox's applets.
-			jessie-dnsutils)
+			jessie-dnsutils | glibc-dns-testing)
 				local dd dash
 				dd="$(command -v dd)" dash="$(command -v dash)"
 				# shellcheck disable=SC2046 # one DEST=SRC per word
@@ -77,7 +130,7 @@ conf_prepare() {
 		fi
 		ln -f "$file" "$dir/images/" 2>/dev/null || cp "$file" "$dir/images/"
 	done < <("$CONF_BIN/e2e.test" --list-images 2>/dev/null |
-		grep -E '^registry\.k8s\.io/((e2e-test-images/)?(busybox|agnhost|pause|nginx|jessie-dnsutils)|sig-storage/hello-populator):')
+		grep -E "^registry\.k8s\.io/((e2e-test-images/)?(${CONF_IMAGES_BUILT// /|})|sig-storage/hello-populator):")
 	echo "$CONF_TIMEOUT" >"$dir/conformance-timeout"
 	rm -rf "$CONF_OUT"
 	mkdir -p "$CONF_OUT"
@@ -87,7 +140,7 @@ conf_prepare() {
 # recipe made, so that the cache is not taken for it.
 conf_recipe() {
 	case "$1" in
-	jessie-dnsutils) echo -gnu-dd-dash ;;
+	jessie-dnsutils | glibc-dns-testing) echo -gnu-dd-dash ;;
 	esac
 }
 
