@@ -57,12 +57,12 @@ var requestWalks = []requestWalk{
 	},
 }
 
-// packageCalls parses a package's non-test files: which files declare each
+// packageUses parses a package's non-test files: which files declare each
 // function or method name, and the names each file uses. A use is any
 // identifier other than a declaration's own name: a call, and also a method
 // value or a function handed on as a callback, which take the reader to the
 // other file just the same.
-func packageCalls(t *testing.T, dir string) (declaredIn map[string][]string, uses map[string][]string, files map[string]*ast.File) {
+func packageUses(t *testing.T, dir string) (declaredIn map[string][]string, uses map[string][]string, files map[string]*ast.File) {
 	t.Helper()
 	declaredIn, uses, files = map[string][]string{}, map[string][]string{}, map[string]*ast.File{}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -126,7 +126,7 @@ func TestHandlersDispatchToOneExecutorAKind(t *testing.T) {
 // layerFindings are the uses from one file of the walk of a function
 // declared in a file of the same layer or above.
 func layerFindings(t *testing.T, walk requestWalk) []string {
-	declaredIn, uses, files := packageCalls(t, walk.dir)
+	declaredIn, uses, files := packageUses(t, walk.dir)
 	layerOf := map[string]int{walk.handler: 0}
 	var findings []string
 	for i, layer := range walk.layers {
@@ -155,7 +155,7 @@ func layerFindings(t *testing.T, walk requestWalk) []string {
 // executor a kind, and each use from the handler's file of a function
 // below it other than an executor or a shared file's.
 func dispatchFindings(t *testing.T, walk requestWalk) []string {
-	declaredIn, uses, files := packageCalls(t, walk.dir)
+	declaredIn, uses, files := packageUses(t, walk.dir)
 	var findings []string
 	want := map[string]string{} // executor → its file
 	for _, kind := range walk.kinds {

@@ -65,7 +65,7 @@ build_sidecar() {
 	fi
 	read -r mod pkg < <(sidecar_module "$name" "$tag") || die "no module known for image $name"
 	log "building $name $tag from $mod"
-	src="$(cd / && go mod download -json "$mod@$tag" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	src="$(mod_field "$mod@$tag")"
 	[[ -d $src ]] || die "go mod download $mod@$tag failed"
 	tmp="$(mktemp -d "$K8S_CACHE/.build-$name.XXXXXX")"
 	cp -r "$src" "$tmp/src"

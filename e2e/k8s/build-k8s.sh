@@ -87,7 +87,7 @@ main() {
 	fi
 	local start=$SECONDS src staging
 	log "building Kubernetes $K8S_VERSION ($what) from the module proxy"
-	src="$(cd / && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	src="$(mod_field "k8s.io/kubernetes@$K8S_VERSION")"
 	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
 	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$K8S_CACHE/.build-$what.XXXXXX")"

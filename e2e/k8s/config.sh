@@ -12,6 +12,14 @@
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
+# mod_field MODULE@VERSION [FIELD] prints a field of `go mod download -json`
+# for the module (Dir by default: where its source lies in the module
+# cache), downloading it first if it is not there yet. Run from / so that no
+# go.mod around the caller takes part.
+mod_field() {
+	(cd / && go mod download -json "$1") | sed -n "s/^\t\"${2:-Dir}\": \"\(.*\)\",\$/\1/p"
+}
+
 # k8s_minor prints the minor version of K8S_VERSION (v1.37.2 → 37), or fails
 # on a version that is not v1.MINOR.PATCH (a pre-release suffix allowed).
 k8s_minor() {

@@ -82,7 +82,7 @@ conf_unbuilt_images() {
 conf_prepare() {
 	local dir="$1" ref name src unbuilt
 	CONF_BIN="$("$K8S_DIR/build-k8s.sh" e2e)" || die "cannot build e2e.test $K8S_VERSION"
-	src="$(cd / && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	src="$(mod_field "k8s.io/kubernetes@$K8S_VERSION")"
 	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
 	unbuilt="$(conf_unbuilt_images "$src")" || exit 1
 	[[ -z $unbuilt ]] || die "the suite of $K8S_VERSION runs images conformance.sh builds no stand-in for (add a recipe, or the reason no CSI driver's test runs it to CONF_IMAGES_UNUSED):

@@ -22,8 +22,8 @@ source "$K8S_DIR/../peer-certs.sh"
 # out for it (nodes), one replica.
 k8s_addons() {
 	local dir="$1" tag="$2" client ctrl
-	client="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/${tag%%.*}@$tag" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
-	ctrl="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshotter/${tag%%.*}@$tag" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	client="$(mod_field "github.com/kubernetes-csi/external-snapshotter/client/${tag%%.*}@$tag")"
+	ctrl="$(mod_field "github.com/kubernetes-csi/external-snapshotter/${tag%%.*}@$tag")"
 	[[ -d $client && -d $ctrl ]] || die "cannot download external-snapshotter $tag"
 	mkdir -p "$dir/crds" "$dir/snapshot-controller"
 	cp "$client"/config/crd/*snapshot.storage.k8s.io_*.yaml "$dir/crds/"
@@ -47,11 +47,11 @@ k8s_addons() {
 # requires (the sidecar's module zip leaves that nested module out).
 k8s_cbt_crd() {
 	local dir="$1" tag="$2" gomod version client
-	gomod="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshot-metadata@$tag" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')"
+	gomod="$(mod_field "github.com/kubernetes-csi/external-snapshot-metadata@$tag" GoMod)"
 	[[ -f $gomod ]] || die "cannot download external-snapshot-metadata $tag"
 	version="$(awk '$1 == "github.com/kubernetes-csi/external-snapshot-metadata/client" && $2 ~ /^v/ {print $2; exit}' "$gomod")"
 	[[ -n $version ]] || die "external-snapshot-metadata $tag requires no client module: where is its CRD?"
-	client="$(cd / && go mod download -json "github.com/kubernetes-csi/external-snapshot-metadata/client@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+	client="$(mod_field "github.com/kubernetes-csi/external-snapshot-metadata/client@$version")"
 	[[ -d $client ]] || die "cannot download external-snapshot-metadata/client $version"
 	mkdir -p "$dir"
 	cp "$client"/config/crd/cbt.storage.k8s.io_*.yaml "$dir/" || die "client $version has no cbt.storage.k8s.io CRD"
