@@ -55,8 +55,9 @@ zfs_apt_target() {
 
 # Packages the host needs to build and boot the guest (Debian package names).
 HOST_PACKAGES=(qemu-system-x86 qemu-utils mmdebstrap e2fsprogs coreutils)
-# make e2e-k8s runs the cluster's etcd on the host (Debian's etcd-server).
-[[ ${E2E_HOST_ETCD:-} == 1 ]] && HOST_PACKAGES+=(etcd-server)
+# make e2e-k8s runs the cluster's etcd on the host (Debian's etcd-server) and
+# builds the nodes' runc, which needs cgo and libseccomp (k8s/build-k8s.sh).
+[[ ${E2E_HOST_ETCD:-} == 1 ]] && HOST_PACKAGES+=(etcd-server gcc libc6-dev pkg-config libseccomp-dev)
 
 # csi-sanity, built from the Go module proxy. One pin for the whole harness;
 # v5.6.0 is the newest v5 on the proxy, builds with Go 1.26, and matches the

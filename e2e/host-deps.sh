@@ -9,11 +9,12 @@ source "$E2E_DIR/config.sh"
 
 # Commands we call, each provided by one of HOST_PACKAGES.
 needed=(qemu-system-x86_64 qemu-img mmdebstrap mkfs.ext4 timeout flock)
-[[ ${E2E_HOST_ETCD:-} == 1 ]] && needed+=(etcd)
+[[ ${E2E_HOST_ETCD:-} == 1 ]] && needed+=(etcd gcc pkg-config)
 missing=()
 for cmd in "${needed[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 done
+[[ ${E2E_HOST_ETCD:-} != 1 ]] || [[ -f /usr/include/seccomp.h ]] || missing+=(seccomp.h)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 echo "[deps] missing ${missing[*]}: installing ${HOST_PACKAGES[*]} with apt"

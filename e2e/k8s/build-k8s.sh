@@ -13,7 +13,11 @@
 #                                    its agnhost test program, and ginkgo at the
 #                                    version k8s.io/kubernetes requires
 #                                    (make e2e-k8s-conformance)
-# K8S_VERSION in the env, e2e/k8s/config.sh.
+#        e2e/k8s/build-k8s.sh runtime the nodes' container runtime: containerd,
+#                                    its runc shim and ctr (CONTAINERD_VERSION,
+#                                    static) and runc (RUNC_VERSION, with
+#                                    seccomp: cgo and Debian's libseccomp-dev)
+# K8S_VERSION, CONTAINERD_VERSION, RUNC_VERSION in the env, e2e/k8s/config.sh.
 set -euo pipefail
 
 K8S_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,12 +71,54 @@ build_e2e() {
 	echo "$ginkgo" >"$2/ginkgo.version"
 }
 
+# module_copy MODULE@VERSION DEST copies the module's source from the module
+# cache (downloading it first) into DEST, writable.
+module_copy() {
+	local dir
+	dir="$(mod_field "$1")"
+	[[ -d $dir ]] || die "go mod download $1 gave no directory"
+	cp -r "$dir" "$2"
+	chmod -R u+w "$2"
+}
+
+# kubernetes_source TMP copies k8s.io/kubernetes at K8S_VERSION into TMP/src
+# with the published staging modules required in place of ./staging.
+kubernetes_source() {
+	local staging
+	module_copy "k8s.io/kubernetes@$K8S_VERSION" "$1/src"
+	rm -f "$1/src/go.work" "$1/src/go.work.sum"
+	rm -rf "$1/src/vendor"
+	staging="v0.${K8S_VERSION#v1.}" # v1.34.4 → v0.34.4
+	# Drop the ./staging replaces; require the published staging modules.
+	sed -i -e '/=> \.\/staging\//d' \
+		-e "s#^\(\tk8s.io/[a-z0-9-]*\) v0\.0\.0\$#\1 $staging#" "$1/src/go.mod"
+}
+
+# build_runtime TMP BIN: containerd's programs (no cgo: static, and the
+# btrfs snapshotter, which needs it, is left out; the nodes use overlayfs)
+# and runc, which needs cgo for its nsenter and libseccomp for seccomp.
+build_runtime() {
+	local tmp="$1" bin="$2"
+	module_copy "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" "$tmp/containerd"
+	log "go build containerd $CONTAINERD_VERSION (containerd, containerd-shim-runc-v2, ctr)"
+	(cd "$tmp/containerd" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off go build -trimpath \
+		-ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+		-o "$bin/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr) ||
+		die "go build containerd $CONTAINERD_VERSION failed"
+	module_copy "github.com/opencontainers/runc@$RUNC_VERSION" "$tmp/runc"
+	log "go build runc $RUNC_VERSION (cgo, seccomp)"
+	(cd "$tmp/runc" && CGO_ENABLED=1 GOFLAGS=-mod=mod GOWORK=off go build -trimpath -tags "seccomp urfave_cli_no_docs" \
+		-ldflags "-s -w -X main.version=${RUNC_VERSION#v}" -o "$bin/runc" .) ||
+		die "go build runc $RUNC_VERSION failed (it needs gcc and libseccomp-dev)"
+}
+
 main() {
-	local what="${1:-binaries}" out
+	local what="${1:-binaries}" out label
 	case "$what" in
-	binaries) out="$K8S_CACHE/kubernetes-$K8S_VERSION" ;;
-	e2e) out="$K8S_CACHE/e2e-$K8S_VERSION" ;;
-	*) die "unknown target '$what' (binaries or e2e)" ;;
+	binaries) out="$K8S_CACHE/kubernetes-$K8S_VERSION" label="Kubernetes $K8S_VERSION (binaries)" ;;
+	e2e) out="$K8S_CACHE/e2e-$K8S_VERSION" label="Kubernetes $K8S_VERSION (e2e)" ;;
+	runtime) out="$K8S_CACHE/runtime-containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION" label="containerd $CONTAINERD_VERSION and runc $RUNC_VERSION" ;;
+	*) die "unknown target '$what' (binaries, e2e or runtime)" ;;
 	esac
 	if [[ -f $out/.complete ]]; then
 		echo "$out"
@@ -85,30 +131,25 @@ main() {
 		echo "$out"
 		return
 	fi
-	local start=$SECONDS src staging
-	log "building Kubernetes $K8S_VERSION ($what) from the module proxy"
-	src="$(mod_field "k8s.io/kubernetes@$K8S_VERSION")"
-	[[ -d $src ]] || die "go mod download k8s.io/kubernetes@$K8S_VERSION gave no directory"
+	local start=$SECONDS
+	log "building $label from the module proxy"
 	# Global, not local: the EXIT trap runs after main has returned.
 	tmp="$(mktemp -d "$K8S_CACHE/.build-$what.XXXXXX")"
 	# $tmp is expanded when the trap runs.
 	# shellcheck disable=SC2016
 	at_exit 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"'
-	cp -r "$src" "$tmp/src"
-	chmod -R u+w "$tmp/src"
-	rm -f "$tmp/src/go.work" "$tmp/src/go.work.sum"
-	rm -rf "$tmp/src/vendor"
-	staging="v0.${K8S_VERSION#v1.}" # v1.34.4 → v0.34.4
-	# Drop the ./staging replaces; require the published staging modules.
-	sed -i -e '/=> \.\/staging\//d' \
-		-e "s#^\(\tk8s.io/[a-z0-9-]*\) v0\.0\.0\$#\1 $staging#" "$tmp/src/go.mod"
 	mkdir -p "$tmp/bin"
-	"build_$what" "$tmp/src" "$tmp/bin"
+	if [[ $what == runtime ]]; then
+		build_runtime "$tmp" "$tmp/bin"
+	else
+		kubernetes_source "$tmp"
+		"build_$what" "$tmp/src" "$tmp/bin"
+	fi
 	rm -rf "$out"
 	mkdir -p "$out"
 	mv "$tmp/bin"/* "$out/"
-	echo "$K8S_VERSION" >"$out/.complete"
-	log "built Kubernetes $K8S_VERSION ($what) in $((SECONDS - start)) s into $out"
+	echo "$label" >"$out/.complete"
+	log "built $label in $((SECONDS - start)) s into $out"
 	echo "$out"
 }
 

@@ -42,6 +42,58 @@ k8s_mutating_policy_api() {
 	fi
 }
 
+# The nodes' container runtime, built from the Go module proxy like the
+# cluster's own binaries. Debian 12's containerd (1.6.20) is older than what
+# any Kubernetes this harness runs supports: containerd's release matrix
+# (RELEASES.md) asks 1.6.39 or later for 1.34, and no 1.x at all from 1.36.
+# runc at the release containerd's own CI runs (its script/setup/runc-version).
+# runtime_problems holds the pair to both before a guest boots.
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+RUNC_VERSION="${RUNC_VERSION:-v1.5.2}"
+
+# version_ge A B succeeds when version A (v optional) is B or later.
+version_ge() {
+	[[ "$(printf '%s\n%s\n' "${2#v}" "${1#v}" | sort -V | head -1)" == "${2#v}" ]]
+}
+
+# runtime_problems SRC prints one line for each reason the containerd source
+# tree SRC (CONTAINERD_VERSION's) and RUNC_VERSION do not run K8S_VERSION:
+# containerd's RELEASES.md has no row for its minor, or the row's entries
+# ("2.4.0+, 2.3.0+": the oldest patch of each line) leave CONTAINERD_VERSION
+# out (a line the row lists, at a lower patch, or a line older than all of
+# them), or runc is older than the release containerd's CI runs. Nothing
+# printed: the pair supports that Kubernetes.
+runtime_problems() {
+	local src="$1" minor row entry line mine newest="" covered=""
+	minor="$(k8s_minor)" || {
+		echo "K8S_VERSION=$K8S_VERSION is not a Kubernetes release (v1.MINOR.PATCH)"
+		return 0
+	}
+	[[ -f $src/RELEASES.md ]] || {
+		echo "$src/RELEASES.md: containerd's release matrix is not where it was"
+		return 0
+	}
+	row="$(awk -F'|' -v k="1.$minor" '{gsub(/ /, "", $2); gsub(/^ +| +$/, "", $3)} $2 == k {print $3; exit}' "$src/RELEASES.md")"
+	if [[ -z $row ]]; then
+		echo "containerd $CONTAINERD_VERSION's RELEASES.md lists no containerd for Kubernetes 1.$minor: take a containerd release that does"
+	else
+		mine="${CONTAINERD_VERSION#v}"
+		for entry in ${row//,/ }; do
+			entry="${entry%+}"
+			line="${entry%.*}"
+			[[ -z $newest ]] || version_ge "$line" "$newest" && newest="$line"
+			[[ ${mine%.*} == "$line" ]] && version_ge "$mine" "$entry" && covered=1
+		done
+		[[ -n $covered ]] || { [[ ${mine%.*} != "$newest" ]] && version_ge "${mine%.*}" "$newest"; } ||
+			echo "containerd $CONTAINERD_VERSION does not support Kubernetes 1.$minor: its RELEASES.md asks for $row"
+	fi
+	local want
+	want="$(tr -d ' \n' <"$src/script/setup/runc-version" 2>/dev/null)"
+	[[ -n $want ]] || echo "$src/script/setup/runc-version: containerd names no runc release"
+	[[ -z $want ]] || version_ge "$RUNC_VERSION" "$want" ||
+		echo "runc $RUNC_VERSION is older than $want, the runc containerd $CONTAINERD_VERSION's CI runs"
+}
+
 # Everything built for the cluster is cached here, outside the repo.
 K8S_CACHE="${ZFS_CSI_E2E_CACHE:-${HOME:-/root}/.cache/zfs-csi-e2e}/k8s"
 

@@ -98,20 +98,27 @@ step_containerd() {
 	modprobe overlay && modprobe br_netfilter || return 1
 	sysctl -q -w net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 || return 1
 	mkdir -p /etc/containerd /etc/cni/net.d
+	# The host built containerd and runc at versions that support this
+	# Kubernetes (Debian 12's are too old for any it runs): they replace the
+	# image's, at the same paths, so the packaged unit runs them and no older
+	# shim or runc is found first.
+	install -m 0755 "$K8S/runtime/containerd" "$K8S/runtime/containerd-shim-runc-v2" "$K8S/runtime/ctr" /usr/bin/ &&
+		install -m 0755 "$K8S/runtime/runc" /usr/sbin/runc || return 1
 	# cgroupfs, here and in kubelet.yaml: with the systemd driver, kubelet
 	# decoded systemd's D-Bus signals all the time (14 % of an idle node's
 	# kubelet CPU under TCG) and every container went through a transient
 	# unit. The driver plays no part in what the CSI plugin does.
 	cat >/etc/containerd/config.toml <<TOML
-version = 2
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$(cat "$K8S/pause-image")"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+version = 3
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "$(cat "$K8S/pause-image")"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  BinaryName = "/usr/sbin/runc"
   SystemdCgroup = false
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ["/usr/lib/cni"]
   conf_dir = "/etc/cni/net.d"
 TOML
 	# Every pod's sandbox runs this chain, adding and again deleting, and under
@@ -136,13 +143,18 @@ TOML
 JSON
 	systemctl restart containerd || return 1
 	wait_for 30 "containerd" ctr version >/dev/null || return 1
+	# The daemon that answers is the one the host built, not the image's.
+	local served
+	served="$(ctr version | awk '/^Server:/ {s = 1} s && $1 == "Version:" {print $2; exit}')"
+	[[ $served == "$(cat "$K8S/runtime/containerd-version")" ]] ||
+		{ fail "containerd serves $served, not the $(cat "$K8S/runtime/containerd-version") the host built"; return 1; }
 	local tar n=0
 	for tar in "$K8S"/images/*.tar; do
 		ctr -n k8s.io images import "$tar" >/dev/null || { fail "ctr images import $tar"; return 1; }
 		n=$((n + 1))
 	done
 	ctr -n k8s.io images ls -q | sed 's/^/    image: /'
-	STEP_NOTE="containerd $(ctr version 2>/dev/null | sed -n 's/^ *Version: *//p' | head -1), $n images imported"
+	STEP_NOTE="containerd $served, $(runc --version | head -1), $n images imported"
 }
 
 step_kubelet() {
