@@ -166,11 +166,30 @@ func (e *env) sidecarsReady(t *testing.T) {
 	for _, p := range pods.Items {
 		for _, c := range p.Status.ContainerStatuses {
 			if !c.Ready || c.RestartCount != 0 {
-				t.Errorf("sidecar %s: ready %v, %d restarts", c.Name, c.Ready, c.RestartCount)
+				t.Errorf("sidecar %s: ready %v, %d restarts%s", c.Name, c.Ready, c.RestartCount, lastRun(p, c))
 			}
 		}
 	}
 	e.sidecarLogsClean(t)
+}
+
+// lastRun says how a restarted container's previous run ended: its exit,
+// its termination message and the end of its log, which kubelet keeps only
+// until the pod goes (a later scenario replaces the sidecars' pods).
+func lastRun(p corev1.Pod, c corev1.ContainerStatus) string {
+	end := c.LastTerminationState.Terminated
+	if end == nil {
+		return ""
+	}
+	out := fmt.Sprintf("; the last run (%s to %s) ended with exit code %d, reason %q, message %q",
+		end.StartedAt.UTC().Format(time.TimeOnly), end.FinishedAt.UTC().Format(time.TimeOnly), end.ExitCode, end.Reason, end.Message)
+	log := fmt.Sprintf("/var/log/pods/%s_%s_%s/%s/%d.log", p.Namespace, p.Name, p.UID, c.Name, c.RestartCount-1)
+	data, err := os.ReadFile(log)
+	if err != nil {
+		return out + "; its log, on node " + p.Spec.NodeName + ": " + err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return out + "; the end of its log:\n" + strings.Join(lines[max(0, len(lines)-8):], "\n")
 }
 
 // nodesWithDaemon counts the nodes that carry the label kubelet gives a
