@@ -147,16 +147,18 @@ TOML
   ]
 }
 JSON
-	# containerd waits on its shims with fixed timeouts (10 s to handle a
-	# task's exit, 100 ms for a shim to answer on its socket). On a node
-	# whose CPUs are saturated under TCG, shims starved of CPU missed them:
-	# a sandbox's task delete timed out again and again (87 times on node a
-	# in 45 min) and its pod stayed Running long after its container had
-	# exited. The runtime (with its shims) gets CPU first, as it would on a
-	# real node; kubelet, pods and the daemon share the rest as before.
-	mkdir -p /etc/systemd/system/containerd.service.d
-	printf '[Service]\nCPUWeight=1000\n' >/etc/systemd/system/containerd.service.d/10-e2e-weight.conf
-	systemctl daemon-reload || return 1
+	# Two node services are waited on with fixed timeouts: containerd by
+	# itself (10 s to handle a task's exit, 100 ms for a shim to answer on
+	# its socket) and the daemon by the sidecars (a connection's HTTP/2
+	# handshake within 20 s, or the sidecar exits "Lost connection to CSI
+	# driver"). On nodes whose CPUs are saturated under TCG both were missed:
+	# a sandbox's task delete timed out 87 times in 45 min on node a while
+	# its pod stayed Running, and a sidecar starting beside its two
+	# siblings exited after 21 s while the daemon logged nothing for a
+	# minute. Both get CPU before kubelet, the pods and the test runner, as
+	# they would on a real node (containerd's shims run in its cgroup).
+	systemctl set-property --runtime containerd.service CPUWeight=1000 &&
+		systemctl set-property --runtime zfs-csi.service CPUWeight=1000 || return 1
 	systemctl restart containerd || return 1
 	wait_for 30 "containerd" ctr version >/dev/null || return 1
 	# The daemon that answers is the one the host built, not the image's.
