@@ -60,19 +60,18 @@ k8s_cbt_crd() {
 k8s_prepare() {
 	local dir="$1" kbin tag policy_api
 	policy_api="$(k8s_mutating_policy_api)" || die "K8S_VERSION=$K8S_VERSION is not a Kubernetes release (v1.MINOR.PATCH)"
-	mkdir -p "$dir/images" "$dir/manifests"
-	kbin="$("$K8S_DIR/build-k8s.sh")" || die "cannot build Kubernetes $K8S_VERSION"
-	install -m 0755 "$kbin/kubelet" "$kbin/kube-proxy" "$kbin/kubectl" "$dir/"
 	# The nodes' containerd and runc, held to containerd's own matrix for this
-	# Kubernetes before anything boots.
+	# Kubernetes before anything is built.
 	local problems runtime
 	problems="$(runtime_problems "$(mod_field "github.com/containerd/containerd/v2@$CONTAINERD_VERSION")")"
 	[[ -z $problems ]] || die "the nodes' runtime does not run Kubernetes $K8S_VERSION (set CONTAINERD_VERSION, RUNC_VERSION):
 $problems"
+	mkdir -p "$dir/images" "$dir/manifests"
+	kbin="$("$K8S_DIR/build-k8s.sh")" || die "cannot build Kubernetes $K8S_VERSION"
+	install -m 0755 "$kbin/kubelet" "$kbin/kube-proxy" "$kbin/kubectl" "$dir/"
 	runtime="$("$K8S_DIR/build-k8s.sh" runtime)" || die "cannot build containerd $CONTAINERD_VERSION and runc $RUNC_VERSION"
 	mkdir -p "$dir/runtime"
 	install -m 0755 "$runtime/containerd" "$runtime/containerd-shim-runc-v2" "$runtime/ctr" "$runtime/runc" "$dir/runtime/"
-	echo "$CONTAINERD_VERSION" >"$dir/runtime/containerd-version"
 	# Read by run.sh (cp_start) and conformance.sh, which source this file.
 	# shellcheck disable=SC2034
 	K8S_BIN="$kbin"

@@ -161,11 +161,12 @@ JSON
 		systemctl set-property --runtime zfs-csi.service CPUWeight=1000 || return 1
 	systemctl restart containerd || return 1
 	wait_for 30 "containerd" ctr version >/dev/null || return 1
-	# The daemon that answers is the one the host built, not the image's.
-	local served
+	# The daemon that answers is the one the host built (the ctr installed
+	# beside it), not the image's.
+	local client served
+	client="$(ctr version | awk '/^Client:/ {s = 1} s && $1 == "Version:" {print $2; exit}')"
 	served="$(ctr version | awk '/^Server:/ {s = 1} s && $1 == "Version:" {print $2; exit}')"
-	[[ $served == "$(cat "$K8S/runtime/containerd-version")" ]] ||
-		{ fail "containerd serves $served, not the $(cat "$K8S/runtime/containerd-version") the host built"; return 1; }
+	[[ $served == "$client" ]] || { fail "containerd serves $served, not the $client the host built"; return 1; }
 	local tar n=0
 	for tar in "$K8S"/images/*.tar; do
 		ctr -n k8s.io images import "$tar" >/dev/null || { fail "ctr images import $tar"; return 1; }
