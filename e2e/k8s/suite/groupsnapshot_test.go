@@ -92,6 +92,22 @@ func (e *env) servesMutatingPolicyV1(t *testing.T) bool {
 	return false
 }
 
+// commandNodes is the nodes a docs command runs for: each of them for one
+// that uses $NODE, else the first only.
+func commandNodes(command string, nodes []string) []string {
+	if strings.Contains(command, "$NODE") {
+		return nodes
+	}
+	return nodes[:1]
+}
+
+// undoCommand is a docs command that applies objects turned into the one
+// that removes them, as the docs say: kubectl delete --ignore-not-found -f
+// in place of kubectl apply -f.
+func undoCommand(command string) string {
+	return strings.Replace(command, "kubectl apply -f", "kubectl delete --ignore-not-found -f", 1)
+}
+
 // runDocsCommand runs one command line of the docs as a reader pastes it
 // into bash, with NODE set to node and the given directory's kubectl first on
 // PATH; under pipefail, so that a sed that finds no file fails the line
@@ -129,12 +145,24 @@ func testGroupSnapshots(t *testing.T, e *env) {
 	if peer := os.Getenv("ZFS_CSI_E2E_PEER_NODE"); peer != "" {
 		nodes = append(nodes, peer)
 	}
-	for _, command := range commands {
-		perNode := nodes
-		if !strings.Contains(command, "$NODE") {
-			perNode = nodes[:1]
+	// The policy and the classes are the cluster's, not the namespace's: left
+	// behind, they would be there when scenario Chart installs the chart,
+	// which makes the same policy and refuses one it does not own. Undone
+	// the way the docs say, last command first.
+	t.Cleanup(func() {
+		for i := len(commands) - 1; i >= 0; i-- {
+			for _, node := range commandNodes(commands[i], nodes) {
+				undo := undoCommand(commands[i])
+				if out, err := runDocsCommand(undo, node, filepath.Dir(e.kubectl)); err != nil {
+					t.Error(err)
+				} else {
+					t.Logf("%s (NODE=%s): %s", undo, node, strings.TrimSpace(out))
+				}
+			}
 		}
-		for _, node := range perNode {
+	})
+	for _, command := range commands {
+		for _, node := range commandNodes(command, nodes) {
 			out, err := runDocsCommand(command, node, filepath.Dir(e.kubectl))
 			if err != nil {
 				t.Fatal(err)
@@ -320,10 +348,14 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			dir := t.TempDir()
-			applied := filepath.Join(dir, "applied.yaml")
+			applied, deleted := filepath.Join(dir, "applied.yaml"), filepath.Join(dir, "deleted.yaml")
 			t.Setenv("KUBECTL_APPLIED", applied)
-			fake := "#!/bin/bash\nset -euo pipefail\n[[ $# == 3 && $1 == apply && $2 == -f ]] || { echo \"unexpected: kubectl $*\" >&2; exit 1; }\n" +
-				"{ cat -- \"$3\"; echo; echo ---; } >>\"$KUBECTL_APPLIED\"\n"
+			t.Setenv("KUBECTL_DELETED", deleted)
+			fake := "#!/bin/bash\nset -euo pipefail\n" +
+				"if [[ $# == 3 && $1 == apply && $2 == -f ]]; then file=$3 out=$KUBECTL_APPLIED\n" +
+				"elif [[ $# == 4 && $1 == delete && $2 == --ignore-not-found && $3 == -f ]]; then file=$4 out=$KUBECTL_DELETED\n" +
+				"else echo \"unexpected: kubectl $*\" >&2; exit 1; fi\n" +
+				"{ cat -- \"$file\"; echo; echo ---; } >>\"$out\"\n"
 			if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(fake), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -340,6 +372,10 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 				}
 				for _, node := range nodes {
 					if _, err := runDocsCommand(local, node, dir); err != nil {
+						t.Error(err)
+					}
+					// What scenario GroupSnapshots runs at its end.
+					if _, err := runDocsCommand(undoCommand(local), node, dir); err != nil {
 						t.Error(err)
 					}
 				}
@@ -364,6 +400,14 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("docs/kubernetes.md's commands %q apply (kind, name, managed-by)\n%q\nwant\n%q", commands, got, want)
+			}
+			var removed []string
+			for _, object := range appliedObjects(t, deleted) {
+				removed = append(removed, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
+			}
+			slices.Sort(removed)
+			if !slices.Equal(removed, want) {
+				t.Errorf("the docs' commands undone (kubectl delete --ignore-not-found -f) remove\n%q\nwant what they apply\n%q", removed, want)
 			}
 		})
 	}
