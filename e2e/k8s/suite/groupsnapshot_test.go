@@ -348,17 +348,7 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	} {
 		t.Run(test.name, func(t *testing.T) {
 			dir := t.TempDir()
-			applied, deleted := filepath.Join(dir, "applied.yaml"), filepath.Join(dir, "deleted.yaml")
-			t.Setenv("KUBECTL_APPLIED", applied)
-			t.Setenv("KUBECTL_DELETED", deleted)
-			fake := "#!/bin/bash\nset -euo pipefail\n" +
-				"if [[ $# == 3 && $1 == apply && $2 == -f ]]; then file=$3 out=$KUBECTL_APPLIED\n" +
-				"elif [[ $# == 4 && $1 == delete && $2 == --ignore-not-found && $3 == -f ]]; then file=$4 out=$KUBECTL_DELETED\n" +
-				"else echo \"unexpected: kubectl $*\" >&2; exit 1; fi\n" +
-				"{ cat -- \"$file\"; echo; echo ---; } >>\"$out\"\n"
-			if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(fake), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			applied, deleted := recordingKubectl(t, dir)
 			commands := policyCommands(groupSnapshotCommands(string(doc)), test.v1)
 			var perNode int
 			for _, command := range commands {
@@ -385,7 +375,7 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 			}
 			var got []string
 			for _, object := range appliedObjects(t, applied) {
-				got = append(got, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
+				got = append(got, objectKey(object))
 				if strings.HasPrefix(object.GetKind(), "MutatingAdmissionPolicy") && object.GetAPIVersion() != test.api {
 					t.Errorf("docs/kubernetes.md's commands %q apply %s %s as %s, want %s",
 						commands, object.GetKind(), object.GetName(), object.GetAPIVersion(), test.api)
@@ -403,7 +393,7 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 			}
 			var removed []string
 			for _, object := range appliedObjects(t, deleted) {
-				removed = append(removed, object.GetKind()+" "+object.GetName()+" "+object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"])
+				removed = append(removed, objectKey(object))
 			}
 			slices.Sort(removed)
 			if !slices.Equal(removed, want) {
@@ -413,8 +403,33 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 	}
 }
 
+// recordingKubectl writes into dir a kubectl that takes only the docs'
+// two forms, apply -f FILE and delete --ignore-not-found -f FILE, and
+// appends the file to the record of each form, whose paths it returns.
+func recordingKubectl(t *testing.T, dir string) (applied, deleted string) {
+	t.Helper()
+	applied, deleted = filepath.Join(dir, "applied.yaml"), filepath.Join(dir, "deleted.yaml")
+	t.Setenv("KUBECTL_APPLIED", applied)
+	t.Setenv("KUBECTL_DELETED", deleted)
+	fake := "#!/bin/bash\nset -euo pipefail\n" +
+		"if [[ $# == 3 && $1 == apply && $2 == -f ]]; then file=$3 out=$KUBECTL_APPLIED\n" +
+		"elif [[ $# == 4 && $1 == delete && $2 == --ignore-not-found && $3 == -f ]]; then file=$4 out=$KUBECTL_DELETED\n" +
+		"else echo \"unexpected: kubectl $*\" >&2; exit 1; fi\n" +
+		"{ cat -- \"$file\"; echo; echo ---; } >>\"$out\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "kubectl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return applied, deleted
+}
+
+// objectKey names an object the docs apply: kind, name and the node its
+// csi-snapshotter label gives.
+func objectKey(object unstructured.Unstructured) string {
+	return object.GetKind() + " " + object.GetName() + " " + object.GetLabels()["snapshot.storage.kubernetes.io/managed-by"]
+}
+
 // appliedObjects decodes the objects a fake kubectl recorded in file, what
-// docs' commands applied.
+// the docs' commands applied (or, undone, deleted).
 func appliedObjects(t *testing.T, file string) []unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(file)
