@@ -74,7 +74,7 @@ finish_rootfs() {
 	local rootfs="$1" kver zfs_src
 	kver="$(basename "$(find "$rootfs/lib/modules" -mindepth 1 -maxdepth 1 -type d | sort | tail -1)")"
 	[[ -n "$kver" ]] || die "no kernel under $rootfs/lib/modules"
-	if ! find "$rootfs/lib/modules/$kver" -name 'zfs.ko*' | grep -q .; then
+	if [[ -z "$(find "$rootfs/lib/modules/$kver" -name 'zfs.ko*' -print -quit)" ]]; then
 		# dkms's postinst may skip kernels other than the running one; ask explicitly.
 		zfs_src="$(basename "$(find "$rootfs/usr/src" -maxdepth 1 -name 'zfs-*' | sort | tail -1)")"
 		[[ -n "$zfs_src" ]] || die "zfs-dkms left no source under /usr/src"
@@ -82,7 +82,7 @@ finish_rootfs() {
 		chroot "$rootfs" dkms install "${zfs_src/-//}" -k "$kver" ||
 			die "DKMS failed to build zfs for $kver (see the make.log under /var/lib/dkms)"
 	fi
-	find "$rootfs/lib/modules/$kver" -name 'zfs.ko*' | grep -q . ||
+	[[ -n "$(find "$rootfs/lib/modules/$kver" -name 'zfs.ko*' -print -quit)" ]] ||
 		die "zfs.ko was not built for kernel $kver: the guest could not load ZFS"
 	chroot "$rootfs" depmod -a "$kver"
 

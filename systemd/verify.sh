@@ -33,4 +33,4 @@ for unit in "${units[@]}"; do
 		exit 1
 	fi
 done
-echo "systemd-analyze verify: ${units[*]} OK ($(systemd --version | head -1))"
+echo "systemd-analyze verify: ${units[*]} OK ($(systemd --version | sed -n 1p))"

@@ -217,7 +217,7 @@ peer_channel() {
 # package's and ZFS's versions.
 restart_driver() {
 	systemctl restart zfs-csi || { systemctl status zfs-csi --no-pager; return 1; }
-	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | head -1)"
+	STEP_NOTE="$(dpkg-query -W -f '${Version}' zfs-csi), $(zfs version | sed -n 1p)"
 }
 
 # go_test_summary LOG appends one summary line per test of a `go test -v`

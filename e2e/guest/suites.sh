@@ -23,13 +23,13 @@ SANITY_SKIP=(
 
 suite_smoke() {
 	zfs version || return 1
-	STEP_NOTE="$(zfs version | head -1)"
+	STEP_NOTE="$(zfs version | sed -n 1p)"
 	zpool status "$POOL" || return 1
 	zfs create -V 64M "$POOL/smoke" || return 1
 	udevadm settle --timeout=30
 	if ! wait_for 10 "/dev/zvol/$POOL/smoke" test -e "/dev/zvol/$POOL/smoke"; then
 		fail "zvol link /dev/zvol/$POOL/smoke missing after udevadm settle"
-		find /dev/zvol -ls 2>&1 | head -20
+		find /dev/zvol -ls 2>&1 | sed -n 1,20p
 		return 1
 	fi
 	say "zvol link present: /dev/zvol/$POOL/smoke -> $(readlink -f "/dev/zvol/$POOL/smoke")"

@@ -53,7 +53,7 @@ RUNC_VERSION="${RUNC_VERSION:-v1.5.2}"
 
 # version_ge A B succeeds when version A (v optional) is B or later.
 version_ge() {
-	[[ "$(printf '%s\n%s\n' "${2#v}" "${1#v}" | sort -V | head -1)" == "${2#v}" ]]
+	[[ "$(printf '%s\n%s\n' "${2#v}" "${1#v}" | sort -V | sed -n 1p)" == "${2#v}" ]]
 }
 
 # runtime_problems SRC prints one line for each reason the containerd source

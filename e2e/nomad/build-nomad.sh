@@ -97,8 +97,8 @@ main() {
 	# host's Debian, so the glibc it links against is there.
 	(cd "$tmp/src" && CGO_ENABLED=1 GOFLAGS=-mod=mod GOWORK=off \
 		go build -trimpath -ldflags "-s -w" -o "$tmp/nomad" .) || die "go build of Nomad $NOMAD_VERSION failed"
-	"$tmp/nomad" version | grep -q "^Nomad $NOMAD_VERSION\$" ||
-		die "the binary built is not Nomad $NOMAD_VERSION: $("$tmp/nomad" version | head -1)"
+	"$tmp/nomad" version | grep "^Nomad $NOMAD_VERSION\$" >/dev/null ||
+		die "the binary built is not Nomad $NOMAD_VERSION: $("$tmp/nomad" version | sed -n 1p)"
 	mv "$tmp/nomad" "$out"
 	log "built Nomad $NOMAD_VERSION in $((SECONDS - start)) s: $out"
 	echo "$out"

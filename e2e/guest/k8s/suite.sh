@@ -57,7 +57,7 @@ kubectl() { "$BIN/kubectl" "$@"; }
 # --- the node ------------------------------------------------------------------
 
 # by_mac MAC prints the name of the interface with that address.
-by_mac() { grep -lx "$1" /sys/class/net/*/address 2>/dev/null | head -1 | cut -d/ -f5; }
+by_mac() { grep -lx "$1" /sys/class/net/*/address 2>/dev/null | sed -n 1p | cut -d/ -f5; }
 
 # The user network (the host, 10.0.2.2, at the same address in both guests'
 # qemu) carries the default route; the link carries the node address and the
@@ -164,8 +164,8 @@ JSON
 	# The daemon that answers is the one the host built (the ctr installed
 	# beside it), not the image's.
 	local client served
-	client="$(ctr version | awk '/^Client:/ {s = 1} s && $1 == "Version:" {print $2; exit}')"
-	served="$(ctr version | awk '/^Server:/ {s = 1} s && $1 == "Version:" {print $2; exit}')"
+	client="$(ctr version | awk '/^Client:/ {s = 1} s && $1 == "Version:" && v == "" {v = $2} END {print v}')"
+	served="$(ctr version | awk '/^Server:/ {s = 1} s && $1 == "Version:" && v == "" {v = $2} END {print v}')"
 	[[ $served == "$client" ]] || { fail "containerd serves $served, not the $client the host built"; return 1; }
 	local tar n=0
 	for tar in "$K8S"/images/*.tar; do
@@ -173,7 +173,7 @@ JSON
 		n=$((n + 1))
 	done
 	ctr -n k8s.io images ls -q | sed 's/^/    image: /'
-	STEP_NOTE="containerd $served, $(runc --version | head -1), $n images imported"
+	STEP_NOTE="containerd $served, $(runc --version | sed -n 1p), $n images imported"
 }
 
 step_kubelet() {

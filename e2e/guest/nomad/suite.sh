@@ -116,7 +116,7 @@ acl {
 HCL
 	systemd-run --unit nomad --property Restart=always --property KillMode=process \
 		/usr/local/bin/nomad agent -config /etc/nomad.d || return 1
-	STEP_NOTE="nomad $(nomad version | head -1)"
+	STEP_NOTE="nomad $(nomad version | sed -n 1p)"
 }
 
 peer_interface() {

@@ -38,5 +38,5 @@ for unit in serial-getty@ttyS0.service getty@tty1.service apt-daily.timer apt-da
 	ln -sf /dev/null "/etc/systemd/system/$unit"
 done
 
-echo "=== handing PID 1 to systemd ($(/lib/systemd/systemd --version | head -1))"
+echo "=== handing PID 1 to systemd ($(/lib/systemd/systemd --version | sed -n 1p))"
 exec /lib/systemd/systemd

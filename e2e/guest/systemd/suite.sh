@@ -73,11 +73,11 @@ dump_journal() { journalctl -u "$UNIT" --no-pager -o short-precise >"$DRIVER_LOG
 
 step_boot() {
 	check "PID 1 is systemd" test "$(basename "$(readlink /proc/1/exe)")" = systemd || return 1
-	say "systemd $(systemctl --version | head -1 | cut -d' ' -f2), system state: $(systemctl is-system-running)"
+	say "systemd $(systemctl --version | sed -n 1p | cut -d' ' -f2), system state: $(systemctl is-system-running)"
 	systemctl --failed --no-legend --plain | sed 's/^/    failed unit: /'
 	check "the zfs module is loaded (zfs-load-module.service)" test -e /dev/zfs || return 1
 	zpool create -f "$POOL" "$POOL_DISK" || return 1
-	STEP_NOTE="$(zfs version | head -1), pool $POOL on $POOL_DISK"
+	STEP_NOTE="$(zfs version | sed -n 1p), pool $POOL on $POOL_DISK"
 }
 
 step_start() {
@@ -218,7 +218,7 @@ step_restart_keeps_publishes() {
 		check "$name: unstage" ctl unstage "$volume" "$WORK/$name/staging" || return 1
 		check "$name: delete" ctl delete-volume "$volume" || return 1
 	done
-	check "no mount left under $WORK" bash -c "! findmnt -l -n -o TARGET | grep -q -F '$WORK/restart-'" || return 1
+	check "no mount left under $WORK" bash -c "! findmnt -l -n -o TARGET | grep -F '$WORK/restart-' >/dev/null" || return 1
 	STEP_NOTE="dataset and ext4 zvol stayed mounted and writable; unpublished, unstaged and deleted by the new daemon"
 }
 
@@ -273,7 +273,7 @@ step_remove_purge() {
 	status="$(dpkg-query -W -f '${Status}' zfs-csi 2>/dev/null)"
 	check "dpkg: purged (status '${status:-none}')" bash -c "[[ -z '$status' || '$status' == *not-installed ]]" || return 1
 	check "the conffile is gone" test ! -e "$DEFAULTS" || return 1
-	check "no unit, mask or enablement link left" bash -c "! ls /etc/systemd/system/zfs-csi.service /etc/systemd/system/*.wants/zfs-csi.service 2>/dev/null | grep -q ." || return 1
+	check "no unit, mask or enablement link left" bash -c "! ls /etc/systemd/system/zfs-csi.service /etc/systemd/system/*.wants/zfs-csi.service 2>/dev/null | grep . >/dev/null" || return 1
 	check "systemd knows no zfs-csi unit" bash -c "[ \"\$(systemctl show -p LoadState --value $UNIT)\" = not-found ]" || return 1
 
 	datasets >"$WORK/zfs-after"
@@ -295,22 +295,22 @@ step_rpm() {
 	rpm -i --nodeps "$rpm" 2>&1 | sed 's/^/    /'
 	check "rpm -q zfs-csi" rpm -q zfs-csi || return 1
 	check "the configuration is /etc/sysconfig/zfs-csi, a %config(noreplace) file" \
-		bash -c "rpm -qc zfs-csi | grep -qx /etc/sysconfig/zfs-csi" || return 1
-	check "the license is %license" bash -c "rpm -qL zfs-csi | grep -qx /usr/share/licenses/zfs-csi/LICENSE" || return 1
-	check "the examples are %doc" bash -c "rpm -qd zfs-csi | grep -q examples/kubernetes/30-sidecars.yaml" || return 1
+		bash -c "rpm -qc zfs-csi | grep -x /etc/sysconfig/zfs-csi >/dev/null" || return 1
+	check "the license is %license" bash -c "rpm -qL zfs-csi | grep -x /usr/share/licenses/zfs-csi/LICENSE >/dev/null" || return 1
+	check "the examples are %doc" bash -c "rpm -qd zfs-csi | grep examples/kubernetes/30-sidecars.yaml >/dev/null" || return 1
 	zfs create -p "$POOL/rpm-csi"
 	echo "ZFS_CSI_PARENT_DATASETS=$POOL/rpm-csi" >>/etc/sysconfig/zfs-csi
 	systemctl daemon-reload
 	check "systemctl restart returns once READY" systemctl restart "$UNIT" || { show_unit; return 1; }
 	check "the unit is active (running)" is_state active running || { show_unit; return 1; }
-	check "the daemon read /etc/sysconfig/zfs-csi" bash -c "journalctl -u $UNIT -b --no-pager | grep -q '$POOL/rpm-csi'" || return 1
+	check "the daemon read /etc/sysconfig/zfs-csi" bash -c "journalctl -u $UNIT -b --no-pager | grep '$POOL/rpm-csi' >/dev/null" || return 1
 	datasets >"$WORK/zfs-before-rpm"
 	say "rpm -e zfs-csi"
 	rpm -e zfs-csi 2>&1 | sed 's/^/    /'
 	check "rpm -q says not installed" bash -c "! rpm -q zfs-csi" || return 1
 	check "the daemon is stopped" bash -c "! pgrep -x zfs-csi" || return 1
 	check "no file of the package is left but the edited configuration (.rpmsave)" \
-		bash -c "! ls /usr/sbin/zfs-csi /usr/lib/systemd/system/zfs-csi.service /usr/share/doc/zfs-csi /usr/share/licenses/zfs-csi 2>/dev/null | grep -q ." || return 1
+		bash -c "! ls /usr/sbin/zfs-csi /usr/lib/systemd/system/zfs-csi.service /usr/share/doc/zfs-csi /usr/share/licenses/zfs-csi 2>/dev/null | grep . >/dev/null" || return 1
 	datasets >"$WORK/zfs-after-rpm"
 	check "zfs list -t all is identical after rpm -e" diff -u "$WORK/zfs-before-rpm" "$WORK/zfs-after-rpm" || return 1
 	STEP_NOTE="installed, READY from /etc/sysconfig, erased with every dataset left"
