@@ -94,17 +94,17 @@ func licenceFindings(path string, text []byte) []string {
 	return findings
 }
 
-// buildFile says whether the rule reads the file: a shell script (by its
-// extension or its #! line), a Makefile, a *.mk, a go.mod or a go.sum.
+// buildFile says whether the rule reads the file: a shell script, a
+// Makefile, a *.mk, a go.mod or a go.sum.
 func buildFile(path string) (bool, error) {
 	name := filepath.Base(path)
 	switch {
 	case name == "Makefile" || name == "GNUmakefile" || name == "makefile" || name == "go.mod" || name == "go.sum":
 		return true, nil
-	case strings.HasSuffix(name, ".mk") || strings.HasSuffix(name, ".sh") || strings.HasSuffix(name, ".bash"):
+	case strings.HasSuffix(name, ".mk"):
 		return true, nil
 	case filepath.Ext(name) != "":
-		return false, nil
+		return isShellScript(name, nil), nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -113,8 +113,23 @@ func buildFile(path string) (bool, error) {
 	defer f.Close()
 	head := make([]byte, 128)
 	n, _ := f.Read(head)
-	first, _, _ := bytes.Cut(head[:n], []byte("\n"))
-	return bytes.HasPrefix(first, []byte("#!")) && regexp.MustCompile(`\b(ba|da|k|z)?sh\b`).Match(first), nil
+	return isShellScript(name, head[:n]), nil
+}
+
+// shellShebang is the #! line of a script run by a POSIX-style shell.
+var shellShebang = regexp.MustCompile(`^#!.*\b(ba|da|k|z)?sh\b`)
+
+// isShellScript tells a shell script by its .sh or .bash name or, without
+// an extension, by the #! line that text (the file's start) opens with.
+func isShellScript(path string, text []byte) bool {
+	switch filepath.Ext(path) {
+	case ".sh", ".bash":
+		return true
+	case "":
+		first, _, _ := bytes.Cut(text, []byte("\n"))
+		return shellShebang.Match(first)
+	}
+	return false
 }
 
 func TestNoBUSLNomad(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,18 +30,6 @@ func earlyPipeReaders(text string) []string {
 		}
 	}
 	return found
-}
-
-var shebang = regexp.MustCompile(`^#!.*[/ ](ba|da|k)?sh([ \t]|$)`)
-
-// isShellScript tells a shell script as make lint's shellcheck finds it: by
-// its .sh or .bash name or its #! line.
-func isShellScript(path string, text []byte) bool {
-	if ext := filepath.Ext(path); ext == ".sh" || ext == ".bash" {
-		return true
-	}
-	first, _, _ := strings.Cut(string(text), "\n")
-	return shebang.MatchString(first)
 }
 
 func TestNoScriptStopsReadingAPipe(t *testing.T) {

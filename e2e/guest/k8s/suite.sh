@@ -163,9 +163,9 @@ JSON
 	wait_for 30 "containerd" ctr version >/dev/null || return 1
 	# The daemon that answers is the one the host built (the ctr installed
 	# beside it), not the image's.
+	# ctr version prints the client's Version: line, then the server's.
 	local client served
-	client="$(ctr version | awk '/^Client:/ {s = 1} s && $1 == "Version:" && v == "" {v = $2} END {print v}')"
-	served="$(ctr version | awk '/^Server:/ {s = 1} s && $1 == "Version:" && v == "" {v = $2} END {print v}')"
+	read -r client served < <(ctr version | awk '$1 == "Version:" {printf "%s ", $2} END {print ""}')
 	[[ $served == "$client" ]] || { fail "containerd serves $served, not the $client the host built"; return 1; }
 	local tar n=0
 	for tar in "$K8S"/images/*.tar; do

@@ -356,9 +356,9 @@ func TestTheDocsInstallGroupSnapshotsPerNode(t *testing.T) {
 				if local == command {
 					t.Errorf("%q does not name the installed examples", command)
 				}
-				nodes := []string{"node-1"}
-				if strings.Contains(command, "$NODE") {
-					nodes, perNode = []string{"node-1", "node-2.example.com"}, perNode+1
+				nodes := commandNodes(command, []string{"node-1", "node-2.example.com"})
+				if len(nodes) > 1 {
+					perNode++
 				}
 				for _, node := range nodes {
 					if _, err := runDocsCommand(local, node, dir); err != nil {
