@@ -179,7 +179,13 @@ func (e *env) sidecarsReady(t *testing.T) {
 func lastRun(p corev1.Pod, c corev1.ContainerStatus) string {
 	end := c.LastTerminationState.Terminated
 	if end == nil {
-		return ""
+		if c.RestartCount == 0 {
+			return ""
+		}
+		// kubelet may remove a dead container, and its log with it, before
+		// anyone reads them: say so rather than print a restart count with
+		// no account of it.
+		return "; kubelet keeps no record of the last run (it removed the dead container and its log already)"
 	}
 	out := fmt.Sprintf("; the last run (%s to %s) ended with exit code %d, reason %q, message %q",
 		end.StartedAt.UTC().Format(time.TimeOnly), end.FinishedAt.UTC().Format(time.TimeOnly), end.ExitCode, end.Reason, end.Message)
