@@ -228,3 +228,25 @@ go_test_summary() {
 			printf '%-4s %-40s %7s\n' "$verdict" "$name" "$secs" >>"$RESULTS/summary.txt"
 		done
 }
+
+# Where keep_pod_logs links every container log kubelet writes. kubelet
+# removes a dead container and its log on its own schedule: in a whole run a
+# csi-snapshotter that exited at 23:21:47 had its log removed at 23:22:02,
+# and the restart it caused could not be explained. A hard link keeps the
+# file's data after kubelet unlinks its name (same filesystem), and costs
+# one ln per new log: the loop itself only globs and tests, without a fork.
+POD_LOGS=${POD_LOGS:-/var/log/pods}
+KEPT_POD_LOGS=${KEPT_POD_LOGS:-/var/log/kept-pods}
+KEEP_SECONDS=${KEEP_SECONDS:-3}
+keep_pod_logs() {
+	local f kept
+	while true; do
+		for f in "$POD_LOGS"/*/*/*.log; do
+			[[ -e $f ]] || continue
+			kept="$KEPT_POD_LOGS/${f#"$POD_LOGS"/}"
+			[[ -e $kept ]] && continue
+			mkdir -p "${kept%/*}" && ln "$f" "$kept" 2>/dev/null
+		done
+		pause "$KEEP_SECONDS"
+	done
+}

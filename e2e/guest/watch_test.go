@@ -131,3 +131,47 @@ func TestEveryGuestRunStartsTheWatch(t *testing.T) {
 		}
 	}
 }
+
+// kubelet removes a dead container's log within seconds of its exit; the
+// node's keeper has linked it by then, and the link keeps what the
+// container wrote after the link was made, and after kubelet unlinked it.
+func TestKeptPodLogsOutliveKubeletsRemoval(t *testing.T) {
+	dir := t.TempDir()
+	pods, kept := filepath.Join(dir, "pods"), filepath.Join(dir, "kept")
+	logDir := filepath.Join(pods, "zfs-csi_sidecars_u1", "csi-snapshotter")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(logDir, "0.log")
+	if err := os.WriteFile(log, []byte("started\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", "source ./lib.sh && keep_pod_logs")
+	cmd.Env = append(os.Environ(), "POD_LOGS="+pods, "KEPT_POD_LOGS="+kept, "KEEP_SECONDS=0.05", "SHARE="+dir, "RESULTS="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	keptLog := filepath.Join(kept, "zfs-csi_sidecars_u1", "csi-snapshotter", "0.log")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(keptLog); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not kept in 10 s", log)
+		}
+	}
+	f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("Lost connection to CSI driver, exiting\n")
+	f.Close()
+	if err := os.RemoveAll(filepath.Join(pods, "zfs-csi_sidecars_u1")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(keptLog)
+	if string(b) != "started\nLost connection to CSI driver, exiting\n" {
+		t.Errorf("kept log after kubelet removed it: %q (%v)", b, err)
+	}
+}

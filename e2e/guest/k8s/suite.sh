@@ -316,11 +316,14 @@ step_publish() {
 }
 
 collect_logs() {
+	[[ -z ${KEEPER:-} ]] || kill "$KEEPER" 2>/dev/null
 	journalctl -u zfs-csi --no-pager -o short-precise >"$RESULTS/driver.log" 2>&1
 	journalctl -u kubelet --no-pager -o short-precise >"$RESULTS/kubelet.log" 2>&1
 	journalctl -u containerd --no-pager -o short-precise >"$RESULTS/containerd.log" 2>&1
 	journalctl -u kube-proxy --no-pager -o short-precise >"$RESULTS/kube-proxy.log" 2>&1
 	mkdir -p "$RESULTS/pods" && cp -rL /var/log/pods/. "$RESULTS/pods/" 2>/dev/null
+	# The logs kubelet removed during the run, beside those it still had.
+	cp -rn "$KEPT_POD_LOGS/." "$RESULTS/pods/" 2>/dev/null
 	zfs list -t all -o name,type,used,mountpoint >"$RESULTS/zfs-list-end.txt" 2>&1
 	cpu_by_cgroup >"$RESULTS/cpu-by-cgroup.txt" 2>&1
 }
@@ -338,6 +341,8 @@ cpu_by_cgroup() (
 main() {
 	mkdir -p "$RESULTS" "$WORK"
 	watch_deadline &
+	keep_pod_logs &
+	KEEPER=$!
 	local failed=0 s
 	for s in network driver containerd kubelet; do
 		step "$NODE-$s" "step_$s" || { failed=$((failed + 1)); break; }

@@ -1,21 +1,44 @@
 package suite
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A restarted sidecar whose previous run kubelet already removed is reported
-// as such, not as a bare restart count; one that never restarted adds nothing.
-func TestLastRunSaysWhenKubeletKeptNoRecord(t *testing.T) {
-	p := corev1.Pod{}
+// with the end of that run's log from the node's kept copies, and says that
+// the exit itself is lost; one that never restarted adds nothing; a log in
+// neither directory is named as missing, not skipped.
+func TestLastRunReadsTheKeptLogOfARemovedRun(t *testing.T) {
+	pods, kept := t.TempDir(), t.TempDir()
+	old := podLogDirs
+	podLogDirs = []string{pods, kept}
+	t.Cleanup(func() { podLogDirs = old })
+
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "zfs-csi", Name: "zfs-csi-sidecars-x", UID: "u1"}, Spec: corev1.PodSpec{NodeName: "zfs-csi-e2e"}}
 	if got := lastRun(p, corev1.ContainerStatus{Name: "csi-snapshotter"}); got != "" {
 		t.Errorf("never restarted: %q, want nothing", got)
 	}
-	got := lastRun(p, corev1.ContainerStatus{Name: "csi-snapshotter", RestartCount: 1})
-	if !strings.Contains(got, "no record of the last run") {
-		t.Errorf("restarted, no termination state: %q, want it to say kubelet kept no record", got)
+	restarted := corev1.ContainerStatus{Name: "csi-snapshotter", RestartCount: 1}
+	got := lastRun(p, restarted)
+	if !strings.Contains(got, "no record of the last run's exit") || !strings.Contains(got, "zfs-csi_zfs-csi-sidecars-x_u1/csi-snapshotter/0.log is in none of") {
+		t.Errorf("restarted, no termination state, no log: %q", got)
+	}
+	dir := filepath.Join(kept, "zfs-csi_zfs-csi-sidecars-x_u1", "csi-snapshotter")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "0.log"), []byte("line 1\nLost connection to CSI driver, exiting\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = lastRun(p, restarted)
+	if !strings.Contains(got, "no record of the last run's exit") || !strings.HasSuffix(got, "line 1\nLost connection to CSI driver, exiting") ||
+		!strings.Contains(got, filepath.Join(dir, "0.log")) {
+		t.Errorf("restarted, its log kept: %q, want the kept log's end and where it is", got)
 	}
 }

@@ -174,28 +174,40 @@ func (e *env) sidecarsReady(t *testing.T) {
 }
 
 // lastRun says how a restarted container's previous run ended: its exit,
-// its termination message and the end of its log, which kubelet keeps only
-// until the pod goes (a later scenario replaces the sidecars' pods).
+// its termination message and the end of its log. kubelet keeps the exit
+// only while it keeps the dead container, which it may remove within
+// seconds; the log outlives it in the node's kept copies (podLogDirs).
 func lastRun(p corev1.Pod, c corev1.ContainerStatus) string {
-	end := c.LastTerminationState.Terminated
-	if end == nil {
-		if c.RestartCount == 0 {
-			return ""
+	if c.RestartCount == 0 && c.LastTerminationState.Terminated == nil {
+		return ""
+	}
+	out := "; kubelet keeps no record of the last run's exit (it removed the dead container already)"
+	if end := c.LastTerminationState.Terminated; end != nil {
+		out = fmt.Sprintf("; the last run (%s to %s) ended with exit code %d, reason %q, message %q",
+			end.StartedAt.UTC().Format(time.TimeOnly), end.FinishedAt.UTC().Format(time.TimeOnly), end.ExitCode, end.Reason, end.Message)
+	}
+	return out + lastLog(p, c)
+}
+
+// podLogDirs are where a container's log is on the node the suite runs on:
+// kubelet's directory, then the hard links the node makes of every log
+// kubelet writes (keep_pod_logs in e2e/guest/lib.sh), which keep a log
+// kubelet removed with its dead container.
+var podLogDirs = []string{"/var/log/pods", "/var/log/kept-pods"}
+
+// lastLog prints the end of the log of a container's run before its
+// current one.
+func lastLog(p corev1.Pod, c corev1.ContainerStatus) string {
+	rel := fmt.Sprintf("%s_%s_%s/%s/%d.log", p.Namespace, p.Name, p.UID, c.Name, max(c.RestartCount-1, 0))
+	for _, dir := range podLogDirs {
+		data, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			continue
 		}
-		// kubelet may remove a dead container, and its log with it, before
-		// anyone reads them: say so rather than print a restart count with
-		// no account of it.
-		return "; kubelet keeps no record of the last run (it removed the dead container and its log already)"
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		return fmt.Sprintf("; the end of its log (%s):\n%s", filepath.Join(dir, rel), strings.Join(lines[max(0, len(lines)-8):], "\n"))
 	}
-	out := fmt.Sprintf("; the last run (%s to %s) ended with exit code %d, reason %q, message %q",
-		end.StartedAt.UTC().Format(time.TimeOnly), end.FinishedAt.UTC().Format(time.TimeOnly), end.ExitCode, end.Reason, end.Message)
-	log := fmt.Sprintf("/var/log/pods/%s_%s_%s/%s/%d.log", p.Namespace, p.Name, p.UID, c.Name, c.RestartCount-1)
-	data, err := os.ReadFile(log)
-	if err != nil {
-		return out + "; its log, on node " + p.Spec.NodeName + ": " + err.Error()
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	return out + "; the end of its log:\n" + strings.Join(lines[max(0, len(lines)-8):], "\n")
+	return fmt.Sprintf("; its log %s is in none of %s on this node (the pod ran on %s)", rel, strings.Join(podLogDirs, ", "), p.Spec.NodeName)
 }
 
 // nodesWithDaemon counts the nodes that carry the label kubelet gives a
