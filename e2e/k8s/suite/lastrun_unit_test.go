@@ -41,4 +41,19 @@ func TestLastRunReadsTheKeptLogOfARemovedRun(t *testing.T) {
 		!strings.Contains(got, filepath.Join(dir, "0.log")) {
 		t.Errorf("restarted, its log kept: %q, want the kept log's end and where it is", got)
 	}
+	// While kubelet still has the run, its exit and its own copy of the log
+	// are what is printed.
+	live := filepath.Join(pods, "zfs-csi_zfs-csi-sidecars-x_u1", "csi-snapshotter")
+	if err := os.MkdirAll(live, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(live, "0.log"), []byte("kubelet's copy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	restarted.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "Lost connection to CSI driver, exiting"}
+	got = lastRun(p, restarted)
+	if !strings.Contains(got, `exit code 1, reason "Error", message "Lost connection to CSI driver, exiting"`) ||
+		!strings.HasSuffix(got, "("+filepath.Join(live, "0.log")+"):\nkubelet's copy") {
+		t.Errorf("restarted, kubelet still has the run: %q, want its exit and kubelet's log", got)
+	}
 }
