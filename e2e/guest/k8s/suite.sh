@@ -321,7 +321,7 @@ collect_logs() {
 	journalctl -u kubelet --no-pager -o short-precise >"$RESULTS/kubelet.log" 2>&1
 	journalctl -u containerd --no-pager -o short-precise >"$RESULTS/containerd.log" 2>&1
 	journalctl -u kube-proxy --no-pager -o short-precise >"$RESULTS/kube-proxy.log" 2>&1
-	mkdir -p "$RESULTS/pods" && cp -rL /var/log/pods/. "$RESULTS/pods/" 2>/dev/null
+	mkdir -p "$RESULTS/pods" && cp -rL "$POD_LOGS/." "$RESULTS/pods/" 2>/dev/null
 	# The logs kubelet removed during the run, beside those it still had.
 	cp -rn "$KEPT_POD_LOGS/." "$RESULTS/pods/" 2>/dev/null
 	zfs list -t all -o name,type,used,mountpoint >"$RESULTS/zfs-list-end.txt" 2>&1

@@ -29,13 +29,7 @@ func TestLastRunReadsTheKeptLogOfARemovedRun(t *testing.T) {
 	if !strings.Contains(got, "no record of the last run's exit") || !strings.Contains(got, "zfs-csi_zfs-csi-sidecars-x_u1/csi-snapshotter/0.log is in none of") {
 		t.Errorf("restarted, no termination state, no log: %q", got)
 	}
-	dir := filepath.Join(kept, "zfs-csi_zfs-csi-sidecars-x_u1", "csi-snapshotter")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "0.log"), []byte("line 1\nLost connection to CSI driver, exiting\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := plantLog(t, kept, "line 1\nLost connection to CSI driver, exiting\n")
 	got = lastRun(p, restarted)
 	if !strings.Contains(got, "no record of the last run's exit") || !strings.HasSuffix(got, "line 1\nLost connection to CSI driver, exiting") ||
 		!strings.Contains(got, filepath.Join(dir, "0.log")) {
@@ -43,17 +37,25 @@ func TestLastRunReadsTheKeptLogOfARemovedRun(t *testing.T) {
 	}
 	// While kubelet still has the run, its exit and its own copy of the log
 	// are what is printed.
-	live := filepath.Join(pods, "zfs-csi_zfs-csi-sidecars-x_u1", "csi-snapshotter")
-	if err := os.MkdirAll(live, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(live, "0.log"), []byte("kubelet's copy\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	live := plantLog(t, pods, "kubelet's copy\n")
 	restarted.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "Lost connection to CSI driver, exiting"}
 	got = lastRun(p, restarted)
 	if !strings.Contains(got, `exit code 1, reason "Error", message "Lost connection to CSI driver, exiting"`) ||
 		!strings.HasSuffix(got, "("+filepath.Join(live, "0.log")+"):\nkubelet's copy") {
 		t.Errorf("restarted, kubelet still has the run: %q, want its exit and kubelet's log", got)
 	}
+}
+
+// plantLog writes the first run's log of the test pod's csi-snapshotter
+// under a log directory as kubelet lays it out, and returns its directory.
+func plantLog(t *testing.T, root, content string) string {
+	t.Helper()
+	dir := filepath.Join(root, "zfs-csi_zfs-csi-sidecars-x_u1", "csi-snapshotter")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "0.log"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
