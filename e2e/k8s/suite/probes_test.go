@@ -2,6 +2,8 @@ package suite
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,4 +46,26 @@ func (e *env) probeLessOften(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.daemonSetReady(t, e.driverNS, sidecarsDS, e.nodesWithDaemon(t))
+}
+
+// TestTheHarnessProbesAtOnePeriod holds the three places that slow the
+// sidecars' probe for a run to one period: this suite after scenario
+// Manifests, the chart's values for scenario Chart, and guest a's
+// conformance step before it hands the cluster to e2e.test.
+func TestTheHarnessProbesAtOnePeriod(t *testing.T) {
+	for _, c := range []struct{ file, pattern string }{
+		{"../../guest/k8s/suite.sh", `(?m)^HARNESS_PROBE_PERIOD=(\d+)$`},
+		{"../helm-values.yaml", `(?m)^readinessProbe:\n  periodSeconds: (\d+)$`},
+	} {
+		text, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(c.pattern).FindSubmatch(text)
+		if m == nil {
+			t.Errorf("%s: no probe period matches %s", c.file, c.pattern)
+		} else if got := string(m[1]); got != fmt.Sprint(harnessProbePeriod) {
+			t.Errorf("%s: probe period %s s, the suite's harnessProbePeriod is %d s", c.file, got, harnessProbePeriod)
+		}
+	}
 }
