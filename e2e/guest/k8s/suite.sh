@@ -300,18 +300,17 @@ step_conformance() {
 HARNESS_PROBE_PERIOD=60
 
 # probe_less_often sets HARNESS_PROBE_PERIOD on every container of the
-# sidecars' DaemonSet that has a readiness probe, and waits for the rollout
-# and for the plugin to be Ready on both nodes again.
+# sidecars' DaemonSet that has a readiness probe, and waits for the rollout:
+# a DaemonSet's rollout ends when every node's new pod is available, Ready.
 probe_less_often() {
-	local names name patch=""
-	names="$(kubectl get ds -n zfs-csi zfs-csi-sidecars -o jsonpath='{range .spec.template.spec.containers[?(@.readinessProbe)]}{.name}{"\n"}{end}')" || return 1
+	local ds=(-n zfs-csi ds/zfs-csi-sidecars) names name patch=""
+	names="$(kubectl get "${ds[@]}" -o jsonpath='{range .spec.template.spec.containers[?(@.readinessProbe)]}{.name}{"\n"}{end}')" || return 1
 	[[ -n $names ]] || { fail "DaemonSet zfs-csi-sidecars has no readiness probe"; return 1; }
 	for name in $names; do
 		patch+="${patch:+,}{\"name\":\"$name\",\"readinessProbe\":{\"periodSeconds\":$HARNESS_PROBE_PERIOD}}"
 	done
-	kubectl patch ds -n zfs-csi zfs-csi-sidecars -p "{\"spec\":{\"template\":{\"spec\":{\"containers\":[$patch]}}}}" >/dev/null || return 1
-	kubectl rollout status ds -n zfs-csi zfs-csi-sidecars --timeout=600s >/dev/null || return 1
-	wait_for 600 "the plugin Ready on both nodes at a ${HARNESS_PROBE_PERIOD} s probe" plugin_ready || { kubectl get pods -A -o wide; return 1; }
+	kubectl patch "${ds[@]}" -p "{\"spec\":{\"template\":{\"spec\":{\"containers\":[$patch]}}}}" >/dev/null || return 1
+	kubectl rollout status "${ds[@]}" --timeout=600s >/dev/null || { kubectl get pods -A -o wide; return 1; }
 }
 
 # step_ok NAME: the step passed (its line in the summary).
